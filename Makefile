@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh machine (Python 3.11):
+#   make lab    create .venv, install everything, open the course in JupyterLab
+#   make test   same set-up if needed, then run the full test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# the venv's tools (jupyter, nbgrader, alembic) come first for every recipe
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: lab test release
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# the CPU build of torch first: a bare `torch` requirement would pull a multi-GB CUDA build
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+# instructors: regenerate the learner notebooks in notebooks/ from solutions/
+release: $(STAMP)
+	$(BIN)/python -m autograde release

@@ -1,0 +1,32 @@
+"""nbgrader set-up of the course: solutions/ is the source, notebooks/ the release.
+
+Everything nbgrader writes while grading (submissions, autograded copies, feedback, the gradebook)
+lives under autograde/work/, which git ignores.
+"""
+import os
+
+c = get_config()  # noqa: F821 (provided by nbgrader)
+
+here = os.path.dirname(os.path.abspath(__file__))
+work = os.path.join(here, "autograde", "work")
+
+c.CourseDirectory.root = here
+c.CourseDirectory.course_id = "speculative-decoding"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.submitted_directory = os.path.join("autograde", "work", "submitted")
+c.CourseDirectory.autograded_directory = os.path.join("autograde", "work", "autograded")
+c.CourseDirectory.feedback_directory = os.path.join("autograde", "work", "feedback")
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(work, "gradebook.db")
+
+# measured: without this, a test cell the student deleted is silently ignored
+c.OverwriteCells.add_missing_cells = True
+
+# measured: feedback HTML shows hidden tests unless they are cleared first
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPreprocessor]
+
+# a cell may run for at most this many seconds (the longest measurement cell takes well under it)
+c.Execute.timeout = 120

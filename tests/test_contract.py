@@ -1,0 +1,105 @@
+"""The graded functions of COURSE.md exist in each finished notebook with their exact names and
+arguments, and reject bad input with a ValueError that names the argument."""
+import inspect
+
+import pytest
+
+from nbhelpers import ASSIGNMENTS, solution_namespace
+
+LLAMA_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256, "tie_word_embeddings": False}
+
+# notebook prefix -> {function: parameters as "name" or "name=default"}
+CONTRACT = {
+    "01": {
+        "weight_bytes": ["cfg", "bytes_per_param=2"],
+        "kv_bytes_per_token": ["cfg", "bytes_per_elem=2"],
+        "decode_step_seconds": ["weight_bytes", "bandwidth", "kv_bytes=0.0"],
+        "ridge_point": ["flops", "bandwidth"],
+    },
+    "03": {
+        "expected_tokens": ["alpha", "k"],
+        "speedup": ["alpha", "k", "c"],
+        "best_k": ["alpha", "c", "k_max=16"],
+    },
+    "04": {
+        "verify": ["p", "q", "draft_tokens", "generator=None"],
+        "speculative_generate": ["target", "draft", "input_ids", "max_new_tokens", "k=4", "temperature=0.0",
+                                 "generator=None"],
+    },
+    "07": {
+        "compute_bound_batch": ["ridge", "k"],
+        "spec_speedup": ["batch", "alpha", "k", "draft_cost", "ridge"],
+        "break_even_batch": ["alpha", "k", "draft_cost", "ridge"],
+    },
+    "08": {
+        "break_even_alpha": ["k", "cost_ratio"],
+        "should_speculate": ["batch", "alpha", "k", "draft_cost", "ridge"],
+    },
+}
+
+# (notebook, function, args, kwargs, the argument the message must name)
+BAD_INPUT = [
+    ("01", "weight_bytes", (LLAMA_8B,), {"bytes_per_param": 0}, "bytes_per_param"),
+    ("01", "weight_bytes", ({"hidden_size": 8},), {}, "cfg"),
+    ("01", "kv_bytes_per_token", (LLAMA_8B,), {"bytes_per_elem": -1}, "bytes_per_elem"),
+    ("01", "decode_step_seconds", (1e9, 0.0), {}, "bandwidth"),
+    ("01", "decode_step_seconds", (-1.0, 1e12), {}, "weight_bytes"),
+    ("01", "decode_step_seconds", (1e9, 1e12), {"kv_bytes": -1.0}, "kv_bytes"),
+    ("01", "ridge_point", (0.0, 1e12), {}, "flops"),
+    ("01", "ridge_point", (1e12, -1.0), {}, "bandwidth"),
+    ("03", "expected_tokens", (1.5, 4), {}, "alpha"),
+    ("03", "expected_tokens", (-0.1, 4), {}, "alpha"),
+    ("03", "expected_tokens", (0.8, 0), {}, "k"),
+    ("03", "speedup", (0.8, 4, -0.1), {}, "c"),
+    ("03", "best_k", (0.8, 0.05), {"k_max": 0}, "k_max"),
+    ("07", "compute_bound_batch", (-1.0, 4), {}, "ridge"),
+    ("07", "compute_bound_batch", (295.0, 0), {}, "k"),
+    ("07", "spec_speedup", (0, 0.8, 4, 0.05, 295.0), {}, "batch"),
+    ("07", "spec_speedup", (1, 1.2, 4, 0.05, 295.0), {}, "alpha"),
+    ("07", "spec_speedup", (1, 0.8, 4, -0.05, 295.0), {}, "draft_cost"),
+    ("07", "break_even_batch", (0.8, 4, 0.05, 0.0), {}, "ridge"),
+    ("08", "break_even_alpha", (0, 1.5), {}, "k"),
+    ("08", "break_even_alpha", (4, 6.0), {}, "cost_ratio"),
+    ("08", "should_speculate", (1, -0.5, 4, 0.05, 295.0), {}, "alpha"),
+]
+
+
+def notebook(prefix):
+    return next((name for name in ASSIGNMENTS if name.startswith(prefix + "_")), None)
+
+
+@pytest.fixture(scope="module")
+def namespaces():
+    cache = {}
+
+    def get(prefix):
+        if prefix not in cache:
+            cache[prefix] = solution_namespace(notebook(prefix))
+        return cache[prefix]
+    return get
+
+
+def _signature_spec(fn):
+    spec = []
+    for p in inspect.signature(fn).parameters.values():
+        spec.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}")
+    return spec
+
+
+@pytest.mark.parametrize("prefix,fname", [(n, f) for n, fs in CONTRACT.items() for f in fs])
+def test_contract_function_has_its_exact_name_and_arguments(prefix, fname, namespaces):
+    if notebook(prefix) is None:
+        pytest.skip(f"notebook {prefix} is not written yet")
+    ns = namespaces(prefix)
+    assert fname in ns and callable(ns[fname]), f"notebook {prefix} does not define {fname}()"
+    assert _signature_spec(ns[fname]) == CONTRACT[prefix][fname], f"{fname}: signature differs from COURSE.md"
+
+
+@pytest.mark.parametrize("prefix,fname,args,kwargs,argname", BAD_INPUT,
+                         ids=[f"{f}-{a}-{i}" for i, (_, f, _, _, a) in enumerate(BAD_INPUT)])
+def test_bad_input_raises_value_error_naming_the_argument(prefix, fname, args, kwargs, argname, namespaces):
+    if notebook(prefix) is None:
+        pytest.skip(f"notebook {prefix} is not written yet")
+    with pytest.raises(ValueError, match=argname):
+        namespaces(prefix)[fname](*args, **kwargs)

@@ -1,0 +1,57 @@
+"""Every notebook: the solution runs and passes its own tests, the learner version earns nothing,
+and notebooks/ is exactly what nbgrader releases from solutions/."""
+import pytest
+
+from autograde.release import release
+from nbhelpers import (ASSIGNMENTS, NOTEBOOK_SECONDS, error_outputs, graded_code_cells, learner_path,
+                       read, solution_path, validate)
+
+
+def test_there_are_assignments():
+    assert ASSIGNMENTS, "solutions/ holds no assignment"
+    assert ASSIGNMENTS[0] == "01_decode_is_bandwidth_bound"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_executes_and_passes_every_graded_test(name):
+    results, executed, seconds = validate(solution_path(name))
+    assert results == {}, f"{name}: nbgrader Validator reports {results}"
+    assert error_outputs(executed) == [], f"{name}: cells raised errors"
+    assert seconds < NOTEBOOK_SECONDS, f"{name} took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s"
+    print(f"{name}: solution validated in {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_untouched_learner_notebook_fails_every_graded_test(name, monkeypatch):
+    monkeypatch.setenv("SPECDEC_QUICK", "1")   # smaller measurement sweeps: only the grading matters here
+    nb = read(learner_path(name))
+    graded = {c.source.strip() for c in graded_code_cells(nb)}
+    assert graded, f"{name}: the learner notebook has no graded test cell"
+    results, executed, _ = validate(learner_path(name))
+    assert "changed" not in results and "type_changed" not in results, results
+    failed = {f["source"] for f in results.get("failed", [])}
+    passing = graded - failed
+    assert not passing, f"{name}: {len(passing)} graded test(s) pass on the untouched learner notebook:\n" + \
+        "\n---\n".join(sorted(passing))
+
+
+def test_learner_notebooks_are_a_fresh_release_of_the_solutions(tmp_path):
+    release(release_dir=str(tmp_path / "release"), db_url=f"sqlite:///{tmp_path / 'gradebook.db'}")
+    for name in ASSIGNMENTS:
+        fresh, committed = read(tmp_path / "release" / name / f"{name}.ipynb"), read(learner_path(name))
+        assert len(fresh.cells) == len(committed.cells), f"{name}: cell count differs; run `make release`"
+        for i, (a, b) in enumerate(zip(fresh.cells, committed.cells)):
+            where = f"{name} cell {i}: notebooks/ is out of date; run `make release`"
+            assert a.cell_type == b.cell_type, where
+            assert a.source == b.source, where
+            assert a.metadata.get("nbgrader") == b.metadata.get("nbgrader"), where
+        extra = sorted(p.name for p in (learner_path(name).parent).iterdir())
+        fresh_files = sorted(p.name for p in (tmp_path / "release" / name).iterdir())
+        assert extra == fresh_files, f"{name}: files differ from a fresh release: {extra} vs {fresh_files}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solutions_are_committed_without_outputs(name):
+    nb = read(solution_path(name))
+    dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+    assert not dirty, f"{name}: cells {dirty} carry outputs; clear them before committing"
