@@ -54,7 +54,7 @@ def error_outputs(nb):
 
 
 def solution_namespace(name):
-    """Execute only the notebook's setup cell (tag 'setup') and its solution cells; return the names.
+    """Execute only the setup cell (tag 'setup'), the locked given cells and the solution cells; return the names.
 
     Solution cells define functions, so this is the cheap way to call the graded functions directly.
     """
@@ -62,7 +62,9 @@ def solution_namespace(name):
     namespace = {"__name__": f"solution_{name}"}
     for cell in nb.cells:
         meta = cell.metadata
-        if cell.cell_type == "code" and ("setup" in meta.get("tags", []) or meta.get("nbgrader", {}).get("solution")):
+        grading = meta.get("nbgrader", {})
+        given = grading.get("locked") and not grading.get("grade")    # locked cells restating earlier answers
+        if cell.cell_type == "code" and ("setup" in meta.get("tags", []) or grading.get("solution") or given):
             exec(compile(cell.source, f"{name}:{meta.get('nbgrader', {}).get('grade_id', 'setup')}", "exec"), namespace)
     return namespace
 
