@@ -17,6 +17,10 @@ CONTRACT = {
         "decode_step_seconds": ["weight_bytes", "bandwidth", "kv_bytes=0.0"],
         "ridge_point": ["flops", "bandwidth"],
     },
+    "02": {
+        "width_where_cost_grows": ["ridge", "bytes_per_param"],
+        "predicted_cost_ratio": ["width", "ridge", "bytes_per_param", "batch=1"],
+    },
     "03": {
         "expected_tokens": ["alpha", "k"],
         "speedup": ["alpha", "k", "c"],
@@ -48,6 +52,10 @@ BAD_INPUT = [
     ("01", "decode_step_seconds", (1e9, 1e12), {"kv_bytes": -1.0}, "kv_bytes"),
     ("01", "ridge_point", (0.0, 1e12), {}, "flops"),
     ("01", "ridge_point", (1e12, -1.0), {}, "bandwidth"),
+    ("02", "width_where_cost_grows", (0.0, 2), {}, "ridge"),
+    ("02", "width_where_cost_grows", (295.0, 0), {}, "bytes_per_param"),
+    ("02", "predicted_cost_ratio", (0, 10.0, 4), {}, "width"),
+    ("02", "predicted_cost_ratio", (5, 10.0, 4), {"batch": 0}, "batch"),
     ("03", "expected_tokens", (1.5, 4), {}, "alpha"),
     ("03", "expected_tokens", (-0.1, 4), {}, "alpha"),
     ("03", "expected_tokens", (0.8, 0), {}, "k"),
