@@ -1,20 +1,82 @@
-"""python -m autograde release [ASSIGNMENT ...]"""
+"""The course's grading tool.
+
+  python -m autograde check PATH.ipynb                 a learner: grade your own notebook
+  python -m autograde class ASSIGNMENT SUBMISSIONS     an instructor: grade a class, feedback, grades CSV
+  python -m autograde release [ASSIGNMENT ...]         regenerate notebooks/ from solutions/
+"""
 import argparse
+import os
 import sys
 
-from autograde.release import release
+from autograde.release import release, tool_env
+
+
+def _size(text):
+    units = {"k": 2**10, "m": 2**20, "g": 2**30}
+    text = text.strip().lower().rstrip("b").rstrip("i")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m autograde", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+
     rel = sub.add_parser("release", help="regenerate notebooks/ from solutions/ (all assignments by default)")
     rel.add_argument("assignments", nargs="*")
+
+    def limits(p, notebook_default):
+        p.add_argument("--cell-timeout", type=int, default=None, metavar="S",
+                       help="seconds one cell may run (default: Execute.timeout of nbgrader_config.py)")
+        p.add_argument("--notebook-timeout", type=int, default=notebook_default, metavar="S",
+                       help=f"seconds the whole notebook may run (default {notebook_default})")
+        p.add_argument("--full", action="store_true",
+                       help="run measurement sweeps at full size (default: SPECDEC_QUICK=1; never graded)")
+
+    chk = sub.add_parser("check", help="grade your own notebook with the course's tests")
+    chk.add_argument("notebook")
+    chk.add_argument("--no-sandbox", action="store_true", help="run the kernel without bubblewrap")
+    limits(chk, 600)
+
+    cls = sub.add_parser("class", help="grade a folder of submissions (one sub-folder or .ipynb per student)")
+    cls.add_argument("assignment")
+    cls.add_argument("submissions")
+    cls.add_argument("--work", default=None,
+                     help="course working folder: gradebook, submitted/, autograded/, feedback/ "
+                          "(default: as in nbgrader_config.py, autograde/work/)")
+    cls.add_argument("--csv", default=None, help="grades CSV (default: WORK/grades_ASSIGNMENT.csv)")
+    cls.add_argument("--memory", default="4G", help="memory limit per kernel process (default 4G)")
+    cls.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
+    cls.add_argument("--keep-flagged", action="store_true",
+                     help="keep the autograded score of flagged submissions (default: 0, for review)")
+    cls.add_argument("--no-sandbox", action="store_true",
+                     help="DANGEROUS: run student code unconfined (only for trusted notebooks)")
+    limits(cls, 600)
+
     args = parser.parse_args(argv)
+    # nbgrader runs `alembic` by name: this interpreter's bin/ goes first on PATH
+    os.environ["PATH"] = tool_env()["PATH"]
     if args.command == "release":
         for name in release(args.assignments):
             print(f"released {name} -> notebooks/{name}/")
-    return 0
+        return 0
+    if args.command == "check":
+        from autograde.check import check
+        result = check(args.notebook, sandboxed=False if args.no_sandbox else None,
+                       cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout, quick=not args.full)
+        return 0 if result is not None else 2
+    from autograde.classroom import grade_class
+    try:
+        results, _, problems = grade_class(
+            args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,
+            notebook_timeout=args.notebook_timeout, memory_bytes=_size(args.memory), sandboxed=not args.no_sandbox,
+            quick=not args.full, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs))
+    except (ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 1 if problems or any(r.status == "error" for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,154 @@
+"""`python -m autograde check PATH.ipynb`: a learner grades their own notebook with the course's tests.
+
+The notebook runs exactly as it will for the instructor (nbgrader autograde with the hidden tests,
+the guarded kernel, in the sandbox when bubblewrap is installed), in a temporary course folder; nothing
+in the learner's folder is changed.  Prints points per part and, for each part that lost points, the
+test that failed, the visible line where it failed (hidden tests stay hidden) and a hint.
+"""
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from autograde import REPO, assignments, engine, sandbox, scan
+from autograde.classroom import _released
+from autograde.notebook import (identify, load_assignment, normalize, outcomes, read_json_notebook,
+                                source_notebook)
+
+STUDENT = "learner"
+
+
+def _cache_dir():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "speculative-decoding-autograde"
+
+
+def _prepared_gradebook(course, name):
+    """Copy a cached gradebook holding this assignment's source, or build (and cache) it."""
+    import nbgrader
+    key = hashlib.sha256(source_notebook(name).read_bytes() + (REPO / "nbgrader_config.py").read_bytes()
+                         + nbgrader.__version__.encode()).hexdigest()[:16]
+    cached = _cache_dir() / f"{name}-{key}.db"
+    target = course.work / "gradebook.db"
+    if cached.exists():
+        shutil.copyfile(cached, target)
+        return
+    course.prepare(name)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, cached)
+    except OSError:
+        pass
+
+
+def hint(part, outcome, timeout_s):
+    fns = ", ".join(f"{f}()" for f in part.functions) or "your code"
+    example = f"\n          Worked example: {part.example}" if part.example else ""
+    if outcome.kind == "timeout":
+        return f"the test did not finish within {timeout_s} s: look for an infinite loop in {fns}."
+    if outcome.kind in ("crash", "not_run"):
+        return (f"the notebook stopped before this test ({outcome.note}). Restart the kernel, run all cells, "
+                f"and fix the cell that stops it.")
+    if outcome.ename == "NotImplementedError":
+        return f"write {fns} in the solution cell of {part.label}: it still raises NotImplementedError.{example}"
+    if outcome.ename == "NameError":
+        return (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
+                f"signatures as given, and make sure every cell above runs without an error.")
+    if outcome.ename == "GraderIntegrityError":
+        return "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+    if outcome.region == "hidden":
+        return (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
+                f"work for every valid input (not only the worked example), return plain Python numbers, and "
+                f"raise ValueError naming the argument on bad input, as {part.label} asks.")
+    if outcome.ename == "AssertionError":
+        return f"the visible check failed: {outcome.evalue or '(no message)'}{example}"
+    return f"{fns} raised {outcome.ename}: {outcome.evalue}{example}"
+
+
+def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, out=sys.stdout):
+    """Grade one notebook; print the report; return (points, max points) or None if it could not be graded."""
+    t0 = time.monotonic()
+    path = Path(path).expanduser().resolve()
+    try:
+        nb = read_json_notebook(path)
+    except (OSError, ValueError) as exc:
+        print(f"cannot grade {path}: {exc}", file=out)
+        return None
+    known = {n: load_assignment(n) for n in assignments()}
+    matches = identify(nb, known) or [n for n in known if n == path.stem]
+    if not matches:
+        print(f"cannot grade {path.name}: it is not one of this course's notebooks ({', '.join(known)})", file=out)
+        return None
+    assignment = known[matches[0]]
+    explicit = sandboxed is not None
+    if sandboxed is None:
+        sandboxed = sandbox.bwrap_status()[0]
+    work = Path(tempfile.mkdtemp(prefix="autograde-check-"))
+    try:
+        course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
+                               notebook_timeout=notebook_timeout, quick=quick)
+        _prepared_gradebook(course, assignment.name)
+        dest = course.path("submitted", STUDENT, assignment.name)
+        dest.mkdir(parents=True)
+        released = _released(assignment)
+        findings = scan.scan(nb, released)
+        normalize(nb, released)
+        nbformat.write(nb, str(dest / f"{assignment.notebook}.ipynb"))
+        how = "sandboxed" if sandboxed else ("not sandboxed" if explicit else
+                                             "not sandboxed: bubblewrap is not installed; it is your own code")
+        print(f"checking {path.name} against {assignment.name} ({how}) ...", file=out, flush=True)
+        ok, log = course.autograde(assignment.name, STUDENT)
+        record = engine.RUNS.get((STUDENT, assignment.name, assignment.notebook), {})
+        graded = course.path("autograded", STUDENT, assignment.name) / f"{assignment.notebook}.ipynb"
+        if not ok or not graded.exists():
+            errors = [e["message"] for e in record.get("events", []) if e["kind"] == "error"]
+            last = log.strip().splitlines()[-1] if log.strip() else "nbgrader failed"
+            print(f"could not grade the notebook: {errors[0] if errors else last}", file=out)
+            return None
+        results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
+        with course.gradebook() as gb:
+            sub = gb.find_submission_notebook(assignment.notebook, assignment.name, STUDENT)
+            scores = {g.name: float(g.score or 0) for g in sub.grades}
+        timeout_s = course.config.Execute.get("timeout", 30)
+        total = 0.0
+        for part in assignment.parts:
+            got = sum(scores.get(t.grade_id, 0.0) for t in part.tests)
+            total += got
+            title = f"{part.label} ({part.points:g} points): {part.title}" if part.title else part.label
+            print(f"{title} {'.' * max(3, 60 - len(title))} {got:g}/{part.points:g}", file=out)
+            failed = [(t, results[t.grade_id]) for t in part.tests if not results[t.grade_id].passed]
+            if not failed:
+                continue
+            test, outcome = failed[0]
+            where = ""
+            if outcome.kind == "failed" and outcome.region == "visible":
+                where = f" at line {outcome.line} of the visible test:\n      {test.line(outcome.line)}"
+            elif outcome.kind == "failed" and outcome.region == "hidden":
+                where = " in the hidden tests"
+            elif outcome.kind == "timeout":
+                where = ": time limit"
+            elif outcome.kind in ("crash", "not_run"):
+                where = ": not run"
+            print(f"  x {test.grade_id} ({test.what}){where}", file=out)
+            print(f"    hint: {hint(part, outcome, timeout_s)}", file=out)
+        stop = record.get("stop")
+        if stop:
+            print(f"note: {stop['message']}", file=out)
+        for e in record.get("events", []):
+            if e["kind"] == "timeout" and (not stop or e["message"] != stop["message"]):
+                print(f"note: {e['message']}", file=out)
+        if findings:
+            print(f"warning: the instructor's grader will flag this notebook for review and give it 0 until "
+                  f"then, because of {scan.describe(findings)}; answers need none of this", file=out)
+        wall = time.monotonic() - t0
+        run_s = record.get("seconds", 0.0)
+        print(f"total: {total:g}/{assignment.points:g} points "
+              f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)", file=out)
+        return total, assignment.points
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

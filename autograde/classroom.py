@@ -1,0 +1,454 @@
+"""`python -m autograde class ASSIGNMENT SUBMISSIONS_DIR`: grade a whole class.
+
+Ingest (one sub-folder or one .ipynb per student, or nbgrader's submitted/<student>/<assignment>/
+layout), autograde each submission with nbgrader in its own sandboxed kernel, write feedback HTML and a
+grades CSV with one row per student and part plus a `total` row, and check that the gradebook agrees.
+
+Status of a row (the CSV's `status` column) tells a real zero from everything else:
+  ok                graded normally; the score is what the tests gave (0 is a real zero)
+  timeout           a test in this part, or the notebook as a whole, hit the time limit
+  crash             the kernel died (os._exit, segfault, out of memory) before or during this part
+  tampered          the grader's guard caught modified builtins/hooks while a test ran: the test failed
+  flagged           the submission contains code that tampers with the grader (autograde.scan): score 0
+                    for an instructor to review (the autograded score is kept in `autograded_score`)
+  corrupt           the file is not a readable notebook (truncated JSON, not UTF-8 ...)
+  missing           no notebook in the student's submission
+  wrong_assignment  the notebook belongs to another assignment
+  error             the grader itself failed on this submission (see the detail and the log)
+"""
+import csv
+import html
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograde import NOTEBOOKS, assignments, engine, scan
+from autograde.notebook import identify, load_assignment, normalize, outcomes, read_json_notebook, summary
+
+STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
+STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
+MAX_COPY_BYTES = 100 * 2**20
+CSV_COLUMNS = ["student", "assignment", "part", "grade_ids", "score", "max_score", "autograded_score", "status",
+               "detail"]
+
+
+@dataclass
+class Submission:
+    student: str
+    source: Path = None            # where it came from (file or folder)
+    notebook: Path = None          # the chosen notebook inside it
+    folder: Path = None            # folder whose other files go with the notebook
+    status: str = "ok"
+    detail: str = ""
+    findings: list = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    student: str
+    status: str
+    detail: str
+    score: float
+    autograded: float
+    max_score: float
+    rows: list
+    seconds: float = 0.0
+    execute_s: float = 0.0          # of which: the kernel running the notebook (start-up included)
+
+
+def worst(statuses):
+    statuses = list(statuses) or ["ok"]
+    return min(statuses, key=STATUS_ORDER.index)
+
+
+def _student_id(name, taken):
+    sid = STUDENT_ID.sub("_", name).lstrip(".") or "student"
+    base, n = sid, 2
+    while sid in taken:
+        sid, n = f"{base}-{n}", n + 1
+    taken.add(sid)
+    return sid
+
+
+def discover(root, assignment, released=None):
+    """Submissions found under `root`, one per student (file stem or sub-folder name)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"submissions folder {root} does not exist")
+    if (root / "submitted").is_dir() and not any(p.suffix == ".ipynb" for p in root.iterdir()):
+        root = root / "submitted"                       # an nbgrader course folder
+    known = {n: load_assignment(n) for n in assignments()}
+    wanted = known[assignment.name]
+    taken, found = set(), []
+    for entry in sorted(root.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(".") or (entry.is_file() and entry.suffix != ".ipynb"):
+            continue
+        sub = Submission(_student_id(entry.stem if entry.is_file() else entry.name, taken), source=entry)
+        if sub.student != (entry.stem if entry.is_file() else entry.name):
+            sub.detail = f"student id {entry.name!r} renamed {sub.student!r}; "
+        found.append(sub)
+        if entry.is_symlink():
+            sub.status, sub.detail = "missing", sub.detail + "the submission is a symbolic link, not a file"
+            continue
+        if entry.is_file():
+            sub.notebook = entry
+            continue
+        folder = entry / assignment.name if (entry / assignment.name).is_dir() else entry
+        sub.folder = folder
+        notebooks = sorted(p for p in folder.rglob("*.ipynb")
+                           if ".ipynb_checkpoints" not in p.parts and p.is_file() and not p.is_symlink())
+        exact = [p for p in notebooks if p.name == f"{assignment.notebook}.ipynb"]
+        if exact:
+            sub.notebook = min(exact, key=lambda p: len(p.parts))
+        elif len(notebooks) == 1:
+            sub.notebook = notebooks[0]
+            sub.detail += f"using {notebooks[0].name} (the only notebook); "
+        elif notebooks:
+            matching = []
+            for p in notebooks:
+                try:
+                    if assignment.name in identify(read_json_notebook(p), {assignment.name: wanted}):
+                        matching.append(p)
+                except ValueError:
+                    pass
+            if len(matching) == 1:
+                sub.notebook = matching[0]
+                sub.detail += f"using {matching[0].name} (the notebook of this assignment); "
+            else:
+                sub.status = "missing"
+                sub.detail += (f"{len(notebooks)} notebooks and none is named {assignment.notebook}.ipynb: "
+                               f"{', '.join(p.name for p in notebooks[:5])}")
+        else:
+            sub.status, sub.detail = "missing", sub.detail + "no .ipynb file in the submission"
+    # pre-checks that need no kernel
+    released = released if released is not None else _released(assignment)
+    for sub in found:
+        if sub.status != "ok":
+            continue
+        try:
+            nb = read_json_notebook(sub.notebook)
+        except ValueError as exc:
+            sub.status, sub.detail = "corrupt", sub.detail + f"{sub.notebook.name}: {exc}"
+            continue
+        ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+        if ids and not identify(nb, {assignment.name: wanted}):
+            others = identify(nb, {k: v for k, v in known.items() if k != assignment.name})
+            what = f"assignment {others[0]}" if others else "another notebook (unknown grade ids)"
+            sub.status = "wrong_assignment"
+            sub.detail += f"{sub.notebook.name} is {what}, not {assignment.name}"
+            continue
+        sub.findings = scan.scan(nb, released)
+    return found
+
+
+def _released(assignment, course=None):
+    """The learner notebook: the fresh release in the work folder if there is one, else notebooks/."""
+    path = NOTEBOOKS / assignment.name / f"{assignment.notebook}.ipynb"
+    if course is not None and (course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb").exists():
+        path = course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb"
+    return nbformat.read(str(path), as_version=4)
+
+
+def _copy_submission(sub, dest, notebook_name):
+    """Copy regular files only (no symlinks: they could point at solutions/) into nbgrader's submitted/."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    skipped, total = [], 0
+    if sub.folder is not None:
+        for path in sorted(sub.folder.rglob("*")):
+            rel = path.relative_to(sub.folder)
+            if path.is_symlink():
+                skipped.append(f"{rel} (symbolic link)")
+                continue
+            if not path.is_file() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in rel.parts \
+                    or rel.name.startswith("."):
+                continue
+            total += path.stat().st_size
+            if total > MAX_COPY_BYTES:
+                skipped.append(f"{rel} (over {MAX_COPY_BYTES // 2**20} MB in all)")
+                continue
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target, follow_symlinks=False)
+    shutil.copyfile(sub.notebook, dest / f"{notebook_name}.ipynb", follow_symlinks=False)
+    return skipped
+
+
+# --------------------------------------------------------------------------------------- gradebook
+def _zero_submission(course, assignment, student):
+    """Give a submission that could not be graded an explicit 0 in the gradebook."""
+    with course.gradebook() as gb:
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(assignment.name, student)
+        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        for grade in nb.grades:
+            grade.auto_score = 0
+            grade.manual_score = None
+            grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def _grades(course, assignment, student):
+    """{grade_id: (score, auto_score, max_score)} from the gradebook."""
+    with course.gradebook() as gb:
+        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        return {g.name: (float(g.score or 0), float(g.auto_score or 0), float(g.max_score)) for g in nb.grades}
+
+
+def _flag_path(course, assignment, student):
+    return course.work / "flagged" / assignment.name / student
+
+
+def _set_flag(course, assignment, student, zeroed):
+    """Zero (manual score) a flagged submission in the gradebook; remember it, so that a rerun that no
+    longer flags the student removes exactly the zeros this tool set (and no instructor's grade)."""
+    marker = _flag_path(course, assignment, student)
+    if not zeroed and not marker.exists():
+        return
+    with course.gradebook() as gb:
+        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        for grade in nb.grades:
+            grade.manual_score = 0.0 if zeroed else None
+        gb.db.commit()
+    if zeroed:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("zeroed by python -m autograde class: flagged for review\n")
+    else:
+        marker.unlink()
+
+
+def check_gradebook(course, assignment, results):
+    """Problems (strings) where the gradebook disagrees with the results; [] when consistent."""
+    from nbgrader.api import MissingEntry
+    problems = []
+    with course.gradebook() as gb:
+        for r in results:
+            try:
+                nb = gb.find_submission_notebook(assignment.notebook, assignment.name, r.student)
+            except MissingEntry:
+                problems.append(f"{r.student}: no submission in the gradebook")
+                continue
+            score = sum(float(g.score or 0) for g in nb.grades)
+            if abs(score - r.score) > 1e-9:
+                problems.append(f"{r.student}: gradebook score {score:g} but grades.csv says {r.score:g}")
+            ids = {g.name for g in nb.grades}
+            expected = {t.grade_id for t in assignment.tests}
+            if ids != expected:
+                problems.append(f"{r.student}: gradebook grade cells {sorted(ids)} != {sorted(expected)}")
+    return problems
+
+
+# ----------------------------------------------------------------------------------------- grading
+def _rows_for(assignment, sub, status, detail, grades=None, results=None, record=None):
+    rows, notebook_status = [], status
+    for part in assignment.parts:
+        score = autograded = 0.0
+        statuses, notes = [], []
+        for test in part.tests:
+            s, a, _ = (grades or {}).get(test.grade_id, (0.0, 0.0, test.points))
+            score += s
+            autograded += a
+            out = (results or {}).get(test.grade_id)
+            if out is None:
+                continue
+            stop_kind = ((record or {}).get("stop") or {}).get("kind", "crash")
+            statuses.append({"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
+                            or ("tampered" if out.ename == "GraderIntegrityError" else "ok"))
+            if not out.passed:
+                notes.append(f"{test.grade_id}: {summary(test, out)}".replace("\n    ", " | "))
+        part_status = notebook_status if notebook_status != "ok" else worst(statuses)
+        rows.append({"part": f"{part.label}: {part.title}" if part.title else part.label,
+                     "grade_ids": " ".join(part.grade_ids), "score": score, "max_score": part.points,
+                     "autograded_score": autograded, "status": part_status,
+                     "detail": detail if notebook_status != "ok" else "; ".join(notes)})
+    return rows
+
+
+def grade_one(course, assignment, sub, keep_flagged=False):
+    t0 = time.monotonic()
+    name = assignment.notebook
+    if sub.status != "ok":
+        _zero_submission(course, assignment, sub.student)
+        _write_note_feedback(course, assignment, sub.student, sub.status, sub.detail)
+        rows = _rows_for(assignment, sub, sub.status, sub.detail)
+        return _result(sub, sub.status, sub.detail, rows, t0)
+    dest = course.path("submitted", sub.student, assignment.name)
+    skipped = _copy_submission(sub, dest, name)
+    notes = [sub.detail.rstrip("; ")] if sub.detail else []
+    if skipped:
+        notes.append("not copied: " + ", ".join(skipped[:5]))
+    if _flag_path(course, assignment, sub.student).exists():
+        _set_flag(course, assignment, sub.student, zeroed=False)
+    submitted = dest / f"{name}.ipynb"
+    nb = nbformat.read(str(submitted), as_version=4)
+    repairs = normalize(nb, _released(assignment, course))
+    if repairs:
+        nbformat.write(nb, str(submitted))
+        notes += repairs
+    ok, log = course.autograde(assignment.name, sub.student)
+    record = engine.RUNS.get((sub.student, assignment.name, name), {})
+    graded = course.path("autograded", sub.student, assignment.name) / f"{name}.ipynb"
+    if not ok or not graded.exists():
+        reason = _log_reason(log, record)
+        _zero_submission(course, assignment, sub.student)
+        _write_note_feedback(course, assignment, sub.student, "error", reason)
+        detail = "; ".join(notes + [reason])
+        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=log)
+    executed = nbformat.read(str(graded), as_version=4)
+    results = outcomes(executed, assignment, record)
+    status = "ok"
+    stop = record.get("stop")
+    if stop:
+        notes.append(stop["message"])
+    for e in record.get("events", []):
+        if e["kind"] in ("timeout", "output") and (not stop or e["message"] != stop["message"]):
+            notes.append(e["message"])
+    if sub.findings:
+        notes.append("flagged for review: " + scan.describe(sub.findings))
+        if not keep_flagged:
+            status = "flagged"
+    _set_flag(course, assignment, sub.student, zeroed=(status == "flagged"))
+    grades = _grades(course, assignment, sub.student)
+    rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
+    if status == "flagged":
+        record["review"] = ("This submission contains code that tampers with the grader (" +
+                            scan.describe(sub.findings, limit=3) + "). Its score is 0 until an instructor "
+                            "reviews it.")
+    ok_fb, fb_log = course.feedback(assignment.name, sub.student)
+    if not ok_fb:
+        notes.append("feedback failed: " + _log_reason(fb_log, {}))
+    r = _result(sub, status, "; ".join(dict.fromkeys(n for n in notes if n)), rows, t0)
+    r.execute_s = float(record.get("seconds", 0.0))
+    return r
+
+
+def _result(sub, status, detail, rows, t0, log=""):
+    total_status = worst([status] + [r["status"] for r in rows])
+    r = Result(student=sub.student, status=total_status, detail=detail,
+               score=sum(x["score"] for x in rows), autograded=sum(x["autograded_score"] for x in rows),
+               max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
+    r.log = log
+    return r
+
+
+def _log_reason(log, record):
+    for e in reversed(record.get("events", [])):
+        if e["kind"] == "error":
+            return e["message"]
+    errors = [line for line in log.splitlines() if line.startswith("[ERROR]")]
+    return (errors[0][8:] if errors else "nbgrader failed") [:300]
+
+
+def _write_note_feedback(course, assignment, student, status, detail):
+    folder = course.path("feedback", student, assignment.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{assignment.notebook}.html").write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(assignment.name)}</title></head>"
+        f"<body><h1>{html.escape(assignment.name)}: not graded</h1><p>Status: <b>{html.escape(status)}</b></p>"
+        f"<p>{html.escape(detail)}</p><p>Score: 0 / {assignment.points:g}</p></body></html>")
+
+
+def write_csv(path, assignment, results):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        w.writeheader()
+        for r in results:
+            for row in r.rows:
+                w.writerow({"student": r.student, "assignment": assignment.name, **row,
+                            "score": f"{row['score']:g}", "max_score": f"{row['max_score']:g}",
+                            "autograded_score": f"{row['autograded_score']:g}"})
+            w.writerow({"student": r.student, "assignment": assignment.name, "part": "total",
+                        "grade_ids": " ".join(t.grade_id for t in assignment.tests), "score": f"{r.score:g}",
+                        "max_score": f"{r.max_score:g}", "autograded_score": f"{r.autograded:g}",
+                        "status": r.status, "detail": r.detail})
+    return path
+
+
+_WORKER = None
+
+
+def _grade_task(sub):
+    """Grade one submission (in this process or a forked worker); never raises."""
+    course, assignment, keep_flagged = _WORKER
+    t0 = time.monotonic()
+    try:
+        return grade_one(course, assignment, sub, keep_flagged=keep_flagged)
+    except Exception as exc:  # noqa: BLE001 (one broken submission must not stop the class)
+        detail = f"grader error: {type(exc).__name__}: {exc}"
+        try:
+            _zero_submission(course, assignment, sub.student)
+        except Exception:  # noqa: BLE001
+            pass
+        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0)
+
+
+def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
+                notebook_timeout=600, memory_bytes=4 * engine.GiB, sandboxed=True, quick=True,
+                keep_flagged=False, jobs=1, out=sys.stdout):
+    """Grade every submission in `submissions`; returns (results, csv path, gradebook problems)."""
+    from autograde import sandbox
+    if assignment_name not in assignments():
+        raise ValueError(f"unknown assignment {assignment_name!r}; known: {assignments()}")
+    if sandboxed:
+        ok, why = sandbox.bwrap_status()
+        if not ok:
+            raise RuntimeError(f"cannot sandbox student code: {why} (or pass --no-sandbox for trusted code)")
+    assignment = load_assignment(assignment_name)
+    t_start = time.monotonic()
+    course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
+                           notebook_timeout=notebook_timeout, memory_bytes=memory_bytes, quick=quick)
+    course.prepare(assignment_name)
+    subs = discover(submissions, assignment, _released(assignment, course))
+    print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
+          f"{f'; {jobs} in parallel' if jobs > 1 else ''}", file=out, flush=True)
+    results = []
+
+    def report(r):
+        results.append(r)
+        line = f"[{len(results)}/{len(subs)}] {r.student}: {r.score:g}/{r.max_score:g} {r.status} ({r.seconds:.1f} s)"
+        if r.status != "ok" or r.detail:
+            line += f": {r.detail}"
+        print(line, file=out, flush=True)
+
+    global _WORKER
+    _WORKER = (course, assignment, keep_flagged)
+    if jobs > 1 and len(subs) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        # fork: the workers inherit the prepared course (no kernel or ZeroMQ context exists yet here)
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            for r in pool.map(_grade_task, subs):
+                report(r)
+    else:
+        for sub in subs:
+            report(_grade_task(sub))
+    results.sort(key=lambda r: r.student)
+    csv_path = write_csv(csv_path or course.work / f"grades_{assignment_name}.csv", assignment, results)
+    problems = check_gradebook(course, assignment, results)
+    wall = time.monotonic() - t_start
+    print(f"grades: {csv_path}", file=out)
+    print(f"feedback: {course.work / 'feedback'}/<student>/{assignment_name}/{assignment.notebook}.html", file=out)
+    print(f"gradebook: {course.db_url} " + ("consistent with the grades" if not problems else
+                                             "DISAGREES: " + "; ".join(problems)), file=out)
+    bad = [r for r in results if r.status != "ok"]
+    if bad:
+        print(f"{len(bad)} submission(s) need attention:", file=out)
+        for r in bad:
+            print(f"  {r.student}: {r.status}: {r.detail}", file=out)
+    ran = [r for r in results if r.execute_s]
+    if results:
+        line = f"{len(results)} submissions in {wall:.0f} s ({wall / len(results):.1f} s each on average"
+        if ran:
+            ex = sum(r.execute_s for r in ran) / len(ran)
+            line += (f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
+                     f"ran {ex:.1f} s")
+        print(line + ")", file=out)
+    return results, csv_path, problems

@@ -1,0 +1,407 @@
+"""Grading engine: nbgrader's own converters, driven in this process, with every kernel sandboxed.
+
+One `Course` holds an nbgrader course directory (gradebook, submitted/, autograded/, feedback/) under a
+work folder.  `Course.prepare(assignment)` stores the assignment's source cells (hidden tests included)
+in the gradebook; `Course.autograde(student)` runs nbgrader's Autograde converter, whose Execute step is
+replaced by `SandboxedExecute`: the student's kernel runs confined (autograde.sandbox), under a per-cell
+and a whole-notebook time limit and an output cap, and crashes or hangs no longer abort the notebook
+(the cells after the failure are marked "not run", and nbgrader saves the grades it has).
+"""
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from io import StringIO
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer, List, Unicode
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from autograde import REPO, sandbox
+from autograde.notebook import is_test_cell, sha256
+
+warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
+warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks
+GiB = 2**30
+SHARED = ("specdec", "data")          # course folders the kernel may read (read-only)
+KERNEL_NAME = "autograde-sandbox"
+NO_HISTORY = "--HistoryManager.hist_file=:memory:"   # the grading run never writes IPython's history
+RUNS = {}                             # (student, assignment, notebook) -> run record of the last execution
+
+
+def _error_output(ename, evalue):
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, with the kernel in the sandbox and the run bounded and recorded."""
+
+    use_sandbox = Bool(True, help="run the kernel in bubblewrap (False: plain subprocess)").tag(config=True)
+    notebook_timeout = Integer(600, help="wall seconds for the whole notebook").tag(config=True)
+    memory_bytes = Integer(4 * GiB, help="address-space limit per process of the kernel").tag(config=True)
+    cpu_seconds = Integer(0, help="CPU-time limit of the kernel (0: 2 x notebook_timeout + 60)").tag(config=True)
+    file_bytes = Integer(256 * 2**20, help="largest file the kernel may write").tag(config=True)
+    tmp_bytes = Integer(512 * 2**20, help="size of the kernel's private /tmp").tag(config=True)
+    max_pids = Integer(256, help="processes and threads in one sandbox (cgroup, where available)").tag(config=True)
+    max_output_bytes = Integer(1_000_000, help="output kept per cell (errors are always kept)").tag(config=True)
+    max_total_output_bytes = Integer(10_000_000, help="output kept per notebook").tag(config=True)
+    quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
+    shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
+    run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
+    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/_kernel.py)").tag(config=True)
+
+    # ------------------------------------------------------------------------------------ set-up
+    def preprocess(self, nb, resources=None, km=None):
+        info = (resources or {}).get("nbgrader", {})
+        key = (info.get("student", "?"), info.get("assignment", "?"), info.get("notebook", "?"))
+        self._record = {"student": key[0], "assignment": key[1], "notebook": key[2], "events": [], "stop": None,
+                        "sandbox": self.use_sandbox, "output_bytes": 0, "exit_code": None}
+        RUNS[key] = self._record
+        self._cell_timeout = self.timeout or 0
+        self._t0 = time.monotonic()
+        self._stopped = None
+        self._errors = {}
+        self._out_bytes = 0
+        self._cell_bytes = {}
+        self._truncated = set()
+        self._current = -1
+        self._cwd = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve()
+        self._run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir=self.run_root or None))
+        self._cgroups = None
+        self._log_file = None
+        try:
+            self._prepare_kernel(nb)
+            try:
+                nb, resources = super().preprocess(nb, resources, km)
+            except Exception as exc:
+                if not self._record["events"] or self._record["stop"] is None:
+                    self._event("error", max(self._current, 0),
+                                f"the grader could not run the notebook: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}")
+                raise
+        finally:
+            self._record["seconds"] = round(time.monotonic() - self._t0, 2)
+            self._record["output_bytes"] = self._out_bytes
+            if getattr(self, "_log_file", None) is not None:
+                self._log_file.close()
+            if self._cgroups is not None:
+                if self._cgroups.oom_killed() and self._record["stop"] and self._record["stop"]["kind"] == "crash":
+                    self._record["stop"]["message"] += " (out of memory: the sandbox's memory limit was reached)"
+                self._cgroups.remove()
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+        return nb, resources
+
+    def _prepare_kernel(self, nb):
+        run = self._run_dir
+        (run / "ipc").mkdir()
+        (run / "spec" / KERNEL_NAME).mkdir(parents=True)
+        self._log_path = run / "kernel.log"
+        tests = sorted({sha256(c.source) for c in nb.cells if is_test_cell(c)}) if self.guard else []
+        python = sys.executable
+        env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
+               "XDG_CACHE_HOME": "/tmp/.cache", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "AUTOGRADE_TEST_CELLS": ",".join(tests)}
+        if self.quick:
+            env["SPECDEC_QUICK"] = "1"
+        for k, v in os.environ.items():          # course settings the instructor exported
+            if k.startswith("SPECDEC_") and k not in env:
+                env[k] = v
+        cpu = self.cpu_seconds or 2 * self.notebook_timeout + 60
+        limits = {"memory_bytes": self.memory_bytes, "cpu_seconds": cpu, "file_bytes": self.file_bytes}
+        cgroup_procs = []
+        if self.use_sandbox:
+            scratch = run / "work"
+            # the student's files, not the notebook: the copy nbgrader just wrote holds the hidden tests
+            shutil.copytree(self._cwd, scratch, symlinks=True, ignore=shutil.ignore_patterns("*.ipynb"))
+            os.chmod(scratch, 0o777)
+            argv = sandbox.bwrap_argv(cwd=self._cwd, scratch=scratch, ipc_dir=run / "ipc",
+                                      shared=[p for p in self.shared_paths if os.path.exists(p)],
+                                      env=env, tmp_bytes=self.tmp_bytes)
+            argv += [python, sandbox.KERNEL_IN_SANDBOX, "-f", "{connection_file}", NO_HISTORY]
+            self._cgroups = sandbox.CgroupLimits(f"autograde-{uuid.uuid4().hex[:12]}",
+                                                 int(self.memory_bytes * 1.5), self.max_pids)
+            cgroup_procs = self._cgroups.procs
+            self._record["cgroups"] = self._cgroups.active
+        else:
+            argv = [python, str(sandbox.KERNEL_SCRIPT), "-f", "{connection_file}", NO_HISTORY]
+        sandbox.write_spec(run / "spec.json", argv=argv, limits=limits, cgroups=cgroup_procs,
+                           sandboxed=self.use_sandbox)
+        kernelspec = {"argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
+                      "display_name": "autograde (sandboxed Python)", "language": "python",
+                      "interrupt_mode": "message", "env": {} if self.use_sandbox else
+                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"], "IPYTHONDIR": str(run / "ipython"),
+                       **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
+        (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
+
+    def create_kernel_manager(self):
+        ksm = KernelSpecManager(kernel_dirs=[str(self._run_dir / "spec")], ensure_native_kernel=False)
+        self.kernel_name = KERNEL_NAME
+        self.km = self.kernel_manager_class(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm, config=self.config)
+        self.km.connection_file = str(self._run_dir / "ipc" / "connection.json")
+        if self.use_sandbox:
+            self.km.transport = "ipc"
+            self.km.ip = str(self._run_dir / "ipc" / "k")
+        self.shutdown_kernel = "immediate"
+        return self.km
+
+    async def async_start_new_kernel(self, **kwargs):
+        self._log_file = open(self._log_path, "wb")
+        kwargs.setdefault("stdout", self._log_file)
+        kwargs.setdefault("stderr", subprocess.STDOUT)
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs["cwd"] = str(self._cwd)
+        return await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)
+
+    def _log_tail(self, n=400):
+        try:
+            text = self._log_path.read_text(errors="replace")
+        except OSError:
+            return "(none)"
+        return " ".join(text[-n:].split()) or "(empty)"
+
+    # --------------------------------------------------------------------------------- execution
+    def _event(self, kind, cell, message):
+        self._record["events"].append({"kind": kind, "cell": cell, "message": message})
+
+    def _stop(self, kind, cell, message):
+        self._stopped = message
+        self._record["stop"] = {"kind": kind, "cell": cell, "message": message}
+        self._event(kind, cell, message)
+
+    def _exit_cause(self):
+        proc = getattr(getattr(self.km, "provisioner", None), "process", None)
+        rc = None
+        if proc is not None:
+            for _ in range(20):
+                rc = proc.poll()
+                if rc is not None:
+                    break
+                time.sleep(0.05)
+        self._record["exit_code"] = rc
+        if rc is None:
+            return ""
+        if rc < 0:
+            sig = -rc
+        elif rc > 128:
+            sig = rc - 128
+        else:
+            return f" (exit code {rc})"
+        why = {signal.SIGKILL: "killed: out of memory or a limit", signal.SIGXCPU: "CPU-time limit reached",
+               signal.SIGXFSZ: "file-size limit reached", signal.SIGSEGV: "segmentation fault",
+               signal.SIGABRT: "aborted"}.get(sig, "")
+        return f" ({_signal_name(sig)}{': ' + why if why else ''})"
+
+    def _kill_kernel(self):
+        try:
+            self.km.provisioner.process.kill()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def preprocess_cell(self, cell, resources, index):
+        self._current = index
+        if cell.cell_type != "code" or not cell.source.strip():
+            return cell, resources
+        if self._stopped:
+            cell.outputs = [_error_output("NotRun", f"not run: {self._stopped}")]
+            return cell, resources
+        remaining = self.notebook_timeout - (time.monotonic() - self._t0)
+        if remaining < 1:
+            self._stop("timeout", index, f"the notebook time limit ({self.notebook_timeout} s) was reached "
+                                         f"before cell {index}")
+            self._kill_kernel()
+            cell.outputs = [_error_output("NotRun", f"not run: {self._stopped}")]
+            return cell, resources
+        self.timeout = max(1, int(min(self._cell_timeout or remaining, remaining)))
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._stop("crash", index, f"the kernel died while running cell {index}{self._exit_cause()}")
+            cell.outputs.append(_error_output("DeadKernelError", self._stopped))
+        except CellTimeoutError:
+            self._stop("timeout", index, f"cell {index} kept running after the {self.timeout} s limit and an "
+                                         f"interrupt; the kernel was stopped")
+            self._kill_kernel()
+            cell.outputs.append(_error_output("CellTimeoutError", self._stopped))
+        # an error output can never be cleared or dropped (a test cell must not pass by losing it)
+        for err in self._errors.get(index, []):
+            if err not in cell.outputs:
+                cell.outputs.append(err)
+        return cell, resources
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._event("timeout", self._current, f"cell {self._current} ran longer than {timeout} s and was "
+                                              f"interrupted")
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def output(self, outs, msg, display_id, cell_index):
+        msg_type = msg["msg_type"]
+        if msg_type == "error":
+            out = super().output(outs, msg, display_id, cell_index)
+            if out is not None:
+                # kept whatever the caps (the error decides the grade), but not a 100 MB message
+                out.evalue = str(out.get("evalue", ""))[:10_000]
+                out.traceback = [str(line)[:10_000] for line in list(out.get("traceback", []))[:200]]
+                self._errors.setdefault(cell_index, []).append(out)
+            return out
+        content = msg.get("content", {})
+        size = len(content.get("text", "")) + sum(len(str(v)) for v in (content.get("data") or {}).values())
+        cell_bytes = self._cell_bytes.get(cell_index, 0)
+        if cell_bytes + size > self.max_output_bytes or self._out_bytes + size > self.max_total_output_bytes:
+            if cell_index not in self._truncated:
+                self._truncated.add(cell_index)
+                limit = (f"{self.max_output_bytes:,} bytes in one cell"
+                         if cell_bytes + size > self.max_output_bytes
+                         else f"{self.max_total_output_bytes:,} bytes in the notebook")
+                self._event("output", cell_index, f"output truncated: cell {cell_index} printed more than {limit}")
+                outs.append(NotebookNode(output_type="stream", name="stderr",
+                                         text=f"[autograde: output truncated: more than {limit}]\n"))
+            return None
+        self._out_bytes += size
+        self._cell_bytes[cell_index] = cell_bytes + size
+        return super().output(outs, msg, display_id, cell_index)
+
+
+# ------------------------------------------------------------------------------------------ course
+def load_course_config():
+    """The course's nbgrader_config.py as a traitlets Config."""
+    return PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
+
+
+class Course:
+    """An nbgrader course directory rooted at the repository, with its working state under `work`."""
+
+    def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=600,
+                 memory_bytes=4 * GiB, quick=True, guard=True, extra_config=None):
+        bin_dir = os.path.dirname(sys.executable)           # nbgrader runs `alembic` by name
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+        self.config = load_course_config()
+        cfg = self.config
+        if work is not None:
+            work = Path(work).resolve()
+            work.mkdir(parents=True, exist_ok=True)
+            cfg.CourseDirectory.submitted_directory = str(work / "submitted")
+            cfg.CourseDirectory.autograded_directory = str(work / "autograded")
+            cfg.CourseDirectory.feedback_directory = str(work / "feedback")
+            cfg.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
+        else:
+            work = Path(REPO / "autograde" / "work")
+            work.mkdir(parents=True, exist_ok=True)
+        self.work = work
+        cfg.CourseDirectory.root = str(REPO)
+        cfg.CourseDirectory.release_directory = str(work / "release")   # never notebooks/ while grading
+        execute = cfg.SandboxedExecute
+        execute.use_sandbox = sandboxed
+        execute.notebook_timeout = int(notebook_timeout)
+        execute.memory_bytes = int(memory_bytes)
+        execute.quick = quick
+        execute.guard = guard
+        if cell_timeout is not None:
+            cfg.Execute.timeout = int(cell_timeout)
+        cfg.Autograde.autograde_preprocessors = [
+            SandboxedExecute if p is Execute else p for p in self._default_autograde_preprocessors()]
+        from autograde.feedback import SanitizeFeedback
+        feedback_pps = list(cfg.GenerateFeedback.get("preprocessors", []))
+        cfg.GenerateFeedback.preprocessors = [SanitizeFeedback] + [p for p in feedback_pps
+                                                                    if p is not SanitizeFeedback]
+        cfg.HTMLExporter.template_name = "feedback"
+        if extra_config:
+            cfg.merge(Config(extra_config))
+        self.log = logging.getLogger(f"autograde.course.{id(self)}")
+        self.log.propagate = False
+        self.log.setLevel(logging.INFO)
+
+    @staticmethod
+    def _default_autograde_preprocessors():
+        from nbgrader.converters import Autograde
+        return list(Autograde.class_traits()["autograde_preprocessors"].default())
+
+    # nbgrader paths
+    @property
+    def db_url(self):
+        return self.config.CourseDirectory.db_url
+
+    @property
+    def course_id(self):
+        return self.config.CourseDirectory.get("course_id", "")
+
+    def coursedir(self, assignment, student="."):
+        from nbgrader.coursedir import CourseDirectory
+        cd = CourseDirectory(config=self.config)
+        cd.assignment_id = assignment
+        cd.student_id = student
+        return cd
+
+    def path(self, step, student, assignment):
+        return Path(self.coursedir(assignment).format_path(
+            getattr(self.coursedir(assignment), f"{step}_directory"), student, assignment))
+
+    def _run(self, converter_class, assignment, student=".", **attrs):
+        """Run one nbgrader converter in this process; return (ok, log text)."""
+        from nbgrader.converters.base import NbGraderException
+        buf = StringIO()
+        handler = logging.StreamHandler(buf)
+        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+        app = converter_class(coursedir=self.coursedir(assignment, student), config=self.config)
+        for k, v in attrs.items():
+            setattr(app, k, v)
+        app.log.addHandler(handler)
+        old_propagate = app.log.propagate
+        app.log.propagate = False
+        try:
+            app.start()
+            ok = True
+        except NbGraderException:
+            ok = False
+        except Exception:  # noqa: BLE001 (report, keep grading the others)
+            import traceback
+            buf.write(traceback.format_exc())
+            ok = False
+        finally:
+            app.log.removeHandler(handler)
+            app.log.propagate = old_propagate
+        return ok, buf.getvalue()
+
+    def prepare(self, assignment):
+        """Store the assignment's source (hidden tests included) in the gradebook; release into work/."""
+        from nbgrader.converters import GenerateAssignment
+        ok, log = self._run(GenerateAssignment, assignment, ".", force=True, create_assignment=True)
+        if not ok:
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{log}")
+        return self.work / "release" / assignment
+
+    def autograde(self, assignment, student):
+        from nbgrader.converters import Autograde
+        return self._run(Autograde, assignment, student, force=True, create_student=True)
+
+    def feedback(self, assignment, student):
+        from nbgrader.converters import GenerateFeedback
+        return self._run(GenerateFeedback, assignment, student, force=True)
+
+    def gradebook(self):
+        from nbgrader.api import Gradebook
+        return Gradebook(self.db_url, self.course_id)

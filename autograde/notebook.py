@@ -1,0 +1,394 @@
+"""What an assignment grades (parts, test cells, hints) and what happened to each test cell in a run."""
+import ast
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograde import SOLUTIONS
+
+HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+PART_HEADER = re.compile(r"^#{1,6}\s*(Part\s+[A-Za-z0-9]+)\b[^:]*:?\s*(.*)$", re.MULTILINE)
+TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
+# exception names the feedback may repeat (anything else is reported as "an exception")
+KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
+KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
+ModuleNotFoundError KeyboardInterrupt SystemExit UnboundLocalError SyntaxError IndentationError
+StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError CellTimeoutError""".split())
+
+
+def nbgrader_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def is_test_cell(cell):
+    meta = nbgrader_meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def sha256(text):
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class TestCell:
+    grade_id: str
+    points: float
+    source: str
+
+    @property
+    def visible_lines(self):
+        """Number of leading source lines the learner sees (everything before the hidden block)."""
+        lines = self.source.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip().startswith(HIDDEN_BEGIN):
+                return i
+        return len(lines)
+
+    @property
+    def what(self):
+        """The test's one-line docstring (what it checks), or its grade id."""
+        first = self.source.strip().splitlines()[0] if self.source.strip() else ""
+        return first.strip('"\' ') or self.grade_id
+
+    def line(self, n):
+        lines = self.source.splitlines()
+        return lines[n - 1].strip() if 1 <= n <= len(lines) else ""
+
+
+@dataclass
+class Part:
+    label: str                     # "Part A" (or the grade id when the notebook has no part headers)
+    title: str
+    tests: list = field(default_factory=list)
+    functions: list = field(default_factory=list)   # names defined in the part's solution cells
+    example: str = ""              # the "Worked example: ..." sentence of the part's instructions
+
+    @property
+    def points(self):
+        return sum(t.points for t in self.tests)
+
+    @property
+    def grade_ids(self):
+        return [t.grade_id for t in self.tests]
+
+
+@dataclass
+class Assignment:
+    name: str
+    notebook: str                  # notebook name without .ipynb
+    parts: list
+    solution_ids: list
+
+    @property
+    def tests(self):
+        return [t for p in self.parts for t in p.tests]
+
+    @property
+    def points(self):
+        return sum(p.points for p in self.parts)
+
+    def part_of(self, grade_id):
+        for p in self.parts:
+            if grade_id in p.grade_ids:
+                return p
+        return None
+
+    def test(self, grade_id):
+        for t in self.tests:
+            if t.grade_id == grade_id:
+                return t
+        return None
+
+
+def _defined_names(source):
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def _worked_example(markdown):
+    m = re.search(r"Worked example[s]?:\s*(.+?)(?:\n\s*\n|$)", markdown, re.DOTALL)
+    return " ".join(m.group(1).split()) if m else ""
+
+
+def source_notebook(name):
+    """The instructor notebook (solutions/NAME/*.ipynb) of an assignment; exactly one is supported."""
+    found = sorted((SOLUTIONS / name).glob("*.ipynb"))
+    if len(found) != 1:
+        raise ValueError(f"assignment {name}: expected one notebook in solutions/{name}/, found {len(found)}")
+    return found[0]
+
+
+def load_assignment(name):
+    """Parts and test cells of an assignment, from its source notebook."""
+    path = source_notebook(name)
+    nb = nbformat.read(str(path), as_version=4)
+    parts, current, solution_ids = [], None, []
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if cell.cell_type == "markdown":
+            m = PART_HEADER.search(cell.source)
+            if m:
+                current = Part(label=m.group(1), title=m.group(2).strip(), example=_worked_example(cell.source))
+                parts.append(current)
+            continue
+        if meta.get("solution"):
+            solution_ids.append(meta.get("grade_id"))
+            if current is not None:
+                current.functions += _defined_names(cell.source)
+        if is_test_cell(cell):
+            test = TestCell(meta["grade_id"], float(meta.get("points", 0)), cell.source)
+            if current is None:   # a notebook without "Part X" headers: one part per test
+                parts.append(Part(label=test.grade_id, title=test.what, tests=[test]))
+            else:
+                current.tests.append(test)
+    parts = [p for p in parts if p.tests]
+    return Assignment(name=name, notebook=path.stem, parts=parts, solution_ids=solution_ids)
+
+
+def grade_ids_in(nb):
+    """All nbgrader grade ids (solution and test cells) of a notebook object."""
+    return {nbgrader_meta(c).get("grade_id") for c in nb.get("cells", []) if nbgrader_meta(c).get("grade_id")}
+
+
+def identify(nb, candidates):
+    """Which assignment(s) among `candidates` ({name: Assignment}) a notebook's grade ids belong to."""
+    ids = grade_ids_in(nb)
+    scores = {}
+    for name, a in candidates.items():
+        known = set(a.solution_ids) | {t.grade_id for t in a.tests}
+        overlap = len(ids & known)
+        if overlap:
+            scores[name] = overlap
+    return sorted(scores, key=lambda n: -scores[n])
+
+
+# ------------------------------------------------------------------------------ outcome of a test cell
+@dataclass
+class Outcome:
+    """What happened to one graded test cell, from trusted facts only.
+
+    kind: passed | failed | timeout | not_run | crash | missing
+    line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
+    """
+    grade_id: str
+    kind: str
+    ename: str = ""
+    line: int = 0
+    region: str = ""
+    evalue: str = ""               # the kernel's message: student-influenced, never shown in feedback
+    note: str = ""                 # the grader's own explanation (timeouts, crashes)
+
+    @property
+    def passed(self):
+        return self.kind == "passed"
+
+
+def _error_outputs(cell):
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def outcomes(executed_nb, assignment, record):
+    """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
+
+    `record` is the grader's run record (autograde.engine.SandboxedExecute): which cells timed out,
+    were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
+    for those facts.
+    """
+    cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
+    timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
+    stop = record.get("stop") or {}
+    result = {}
+    for test in assignment.tests:
+        if test.grade_id not in cells:
+            result[test.grade_id] = Outcome(test.grade_id, "missing", note="the test cell was not in the graded notebook")
+            continue
+        index, cell = cells[test.grade_id]
+        errors = _error_outputs(cell)
+        if stop and index > stop.get("cell", 10**9):
+            result[test.grade_id] = Outcome(test.grade_id, "not_run", note=stop.get("message", ""))
+            continue
+        if stop and index == stop.get("cell") and stop.get("kind") == "crash":
+            result[test.grade_id] = Outcome(test.grade_id, "crash", note=stop.get("message", ""))
+            continue
+        if index in timeouts or (stop and index == stop.get("cell") and stop.get("kind") == "timeout"):
+            result[test.grade_id] = Outcome(test.grade_id, "timeout", ename="KeyboardInterrupt",
+                                            note=f"the test did not finish within the time limit")
+            continue
+        if not errors:
+            result[test.grade_id] = Outcome(test.grade_id, "passed")
+            continue
+        err = errors[0]
+        ename = err.get("ename", "")
+        line = 0
+        for text in err.get("traceback", []):
+            m = TEST_LINE.search(text)
+            if m:
+                line = int(m.group(1))
+                break
+        region = ""
+        if line:
+            region = "visible" if line <= test.visible_lines else "hidden"
+        result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
+                                        line=line, region=region, evalue=str(err.get("evalue", ""))[:500])
+    return result
+
+
+def summary(test, outcome, points=None):
+    """One trusted sentence about a test cell, safe to show a learner (no hidden source, no kernel text)."""
+    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
+    if outcome.kind == "passed":
+        return f"passed{pts}"
+    if outcome.kind == "failed":
+        if outcome.region == "visible":
+            return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
+                    f"{test.line(outcome.line)}")
+        if outcome.region == "hidden":
+            return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
+                    f"not shown: other models, hardware, random values, bad input)")
+        return f"failed{pts}: {outcome.ename}"
+    if outcome.kind == "timeout":
+        return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
+    if outcome.kind == "crash":
+        return f"failed{pts}: the kernel died while this test ran"
+    if outcome.kind == "not_run":
+        return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
+    return f"failed{pts}: {outcome.note}"
+
+
+def read_json_notebook(path):
+    """nbformat notebook from a file, or raise ValueError with a one-line reason."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("the file is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the file is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or "cells" not in data:
+        raise ValueError("the JSON is not a notebook (no 'cells')")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001 (nbformat raises several types)
+        raise ValueError(f"the notebook does not follow the notebook format ({str(exc).splitlines()[0][:120]})") \
+            from None
+    return nb
+
+
+def normalize(nb, released):
+    """Repair the nbgrader metadata of a submission so that nbgrader can grade it; return the notes.
+
+    nbgrader 0.9.6 crashes on some damaged metadata (a duplicated test cell; a test cell whose solution
+    cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: metadata with
+    an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
+    nbgrader's DeduplicateIds does); and every test cell the submission lacks is put back from the
+    released notebook, after the nearest cell that precedes it in the release (else at the end).
+    nbgrader then overwrites every test cell's source, type and points from the gradebook.
+    """
+    import copy
+    import uuid
+
+    notes = []
+    known = {nbgrader_meta(c).get("grade_id"): c for c in released.cells if nbgrader_meta(c).get("grade_id")}
+    order = list(known)
+    for cell in nb.cells:
+        if "nbgrader" not in cell.get("metadata", {}):
+            continue
+        m = cell.metadata["nbgrader"]
+        gid = m.get("grade_id") if isinstance(m, dict) else None
+        if gid not in known:
+            del cell.metadata["nbgrader"]
+            notes.append(f"ignored nbgrader metadata of unknown cell {gid!r}")
+    seen = set()
+    for cell in reversed(nb.cells):
+        gid = nbgrader_meta(cell).get("grade_id")
+        if gid is None:
+            continue
+        if gid in seen:
+            del cell.metadata["nbgrader"]
+            notes.append(f"cell {gid} appears twice: graded the last one")
+        seen.add(gid)
+    restored = []
+    for pos, gid in enumerate(order):
+        if not is_test_cell(known[gid]):
+            continue
+        present = {nbgrader_meta(c).get("grade_id"): i for i, c in enumerate(nb.cells)}
+        if gid in present:
+            continue
+        anchors = [present[g] for g in order[:pos] if g in present]
+        cell = copy.deepcopy(known[gid])
+        cell["id"] = uuid.uuid4().hex[:12]
+        nb.cells.insert(max(anchors) + 1 if anchors else len(nb.cells), cell)
+        restored.append(gid)
+    if restored:
+        notes.append(f"restored {len(restored)} missing test cell(s): {', '.join(restored)}")
+    ids = set()
+    for cell in nb.cells:
+        if not cell.get("id") or cell["id"] in ids:
+            cell["id"] = uuid.uuid4().hex[:12]
+        ids.add(cell["id"])
+    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 5))
+    return notes
+
+
+def _bound_and_loaded(source):
+    """(names the code binds at module level, module-level names it reads, also from inside its functions)."""
+    import symtable
+    try:
+        table = symtable.symtable(source, "<cell>", "exec")
+    except SyntaxError:
+        return None
+    bound = {sym.get_name() for sym in table.get_symbols() if sym.is_assigned() or sym.is_imported()}
+    loaded = {sym.get_name() for sym in table.get_symbols() if sym.is_referenced()}
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        loaded |= {sym.get_name() for sym in child.get_symbols() if sym.is_referenced() and sym.is_global()}
+        stack.extend(child.get_children())
+    return bound, loaded
+
+
+def hidden_names_used_elsewhere(nb):
+    """[(cell index, name, grade id of the test that defines it)]: cells that use a name which only the
+    hidden block of an earlier test cell defines.
+
+    The grader runs each test cell in a copy of the notebook's namespace and keeps only what the
+    visible part defines (so that a student's function cannot read the hidden reference values), so
+    such a name is undefined when it is used.  Define it where it is used instead.
+    """
+    visible, hidden, problems = set(), {}, []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        pieces = [(cell.source, False)]
+        if is_test_cell(cell):
+            lines = cell.source.splitlines(keepends=True)
+            cut = next((i for i, line in enumerate(lines) if line.startswith(HIDDEN_BEGIN)), None)
+            if cut is not None:
+                pieces = [("".join(lines[:cut]), False), ("".join(lines[cut:]), True)]
+        own = set()
+        for source, is_hidden in pieces:
+            parsed = _bound_and_loaded(source)
+            if parsed is None:
+                continue
+            bound, loaded = parsed
+            for name in sorted(loaded - own - bound - visible):
+                if name in hidden:
+                    problems.append((index, name, hidden[name]))
+            own |= bound
+            if is_hidden:
+                for name in bound - visible:
+                    hidden.setdefault(name, nbgrader_meta(cell).get("grade_id"))
+            else:
+                visible |= bound
+                for name in bound:
+                    hidden.pop(name, None)
+    return problems

@@ -1,0 +1,179 @@
+"""The grading tool's parts (no kernel), and `python -m autograde check` end to end."""
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
+from autograde import _kernel as guard
+from autograde.classroom import discover
+from autograde.notebook import (hidden_names_used_elsewhere, load_assignment, normalize, read_json_notebook,
+                                source_notebook)
+from autograde.scan import findings_in, scan
+
+A = "01_decode_is_bandwidth_bound"
+SOLUTION = SOLUTIONS / A / f"{A}.ipynb"
+LEARNER = NOTEBOOKS / A / f"{A}.ipynb"
+
+
+# ------------------------------------------------------------------------------------- assignment
+def test_assignment_parts_come_from_the_part_headers():
+    a = load_assignment(A)
+    assert [p.label for p in a.parts] == ["Part A", "Part B", "Part C", "Part D"]
+    assert a.points == 9
+    assert a.parts[0].grade_ids == ["test_weight_bytes", "test_weight_bytes_bad_input"]
+    assert a.parts[0].functions == ["weight_bytes"]
+    assert "16,060,522,496" in a.parts[0].example
+    test = a.test("test_weight_bytes")
+    assert test.visible_lines == 6 and test.line(2) == "got = weight_bytes(cfg_8b)"
+
+
+def test_read_json_notebook_names_the_problem(tmp_path):
+    bad = tmp_path / "x.ipynb"
+    bad.write_text(SOLUTION.read_text()[:500])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        read_json_notebook(bad)
+    bad.write_bytes(b"\xff\xfe binary")
+    with pytest.raises(ValueError, match="UTF-8"):
+        read_json_notebook(bad)
+    bad.write_text('{"a": 1}')
+    with pytest.raises(ValueError, match="not a notebook"):
+        read_json_notebook(bad)
+
+
+def test_normalize_restores_tests_and_drops_forged_metadata():
+    released = nbformat.read(str(LEARNER), as_version=4)
+    nb = nbformat.read(str(LEARNER), as_version=4)
+    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    nb.cells = [c for c in nb.cells if c not in tests[1:]]            # delete four test cells
+    fake = nbformat.v4.new_code_cell("pass")
+    fake.metadata["nbgrader"] = {"grade": True, "grade_id": "not_a_test", "points": 100}
+    nb.cells.insert(0, fake)
+    notes = normalize(nb, released)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert [i for i in ids if i] == [i for i in (c.metadata.get("nbgrader", {}).get("grade_id")
+                                                 for c in released.cells) if i]
+    assert "nbgrader" not in nb.cells[0].metadata
+    assert any("restored 4" in n for n in notes) and any("not_a_test" in n for n in notes)
+
+
+# ------------------------------------------------------------------------------------------- scan
+def test_scan_passes_the_solution_and_flags_tampering():
+    assert scan(nbformat.read(str(SOLUTION), as_version=4), nbformat.read(str(LEARNER), as_version=4)) == []
+    found = findings_in("import sys\nx = sys._getframe(1).f_globals\nget_ipython()\ndef abs(x): return 0\n"
+                        "math.isclose = lambda *a: True\ngetattr(obj, name)\n", {"math"})
+    for needle in ("._getframe", ".f_globals", "get_ipython", "redefines builtin abs", "monkeypatches math.isclose",
+                   "getattr with a computed name"):
+        assert needle in found, found
+    assert findings_in("import torch\ntorch.backends.cudnn.benchmark = True\nmodel.modules()\n", {"torch"}) == []
+
+
+# ------------------------------------------------------------------------------------------ guard
+def test_guard_hides_shadowed_builtins_and_catches_patching():
+    ns = {"__builtins__": __builtins__, "abs": lambda x: 0}
+    failure = guard.run_test_cell("assert abs(-3) == 3", ns)
+    assert failure is None and "abs" in ns                            # the student's abs is hidden, then back
+    import builtins
+    real = builtins.abs
+    ns = {"__builtins__": builtins, "f": lambda: setattr(builtins, "abs", lambda x: 0) or 1}
+    failure = guard.run_test_cell("f()\nassert abs(-1) == 1", ns)
+    assert builtins.abs is real
+    assert failure is not None and failure[0] in ("AssertionError", "GraderIntegrityError")
+    failure = guard.run_test_cell("x = 1\nassert x == 2, 'nope'", {})
+    assert failure == ("AssertionError", "nope", 2)
+
+
+def test_guard_keeps_hidden_definitions_away_from_the_student():
+    ns = {"__builtins__": __builtins__}
+    exec("def f():\n    try:\n        return want\n    except NameError:\n        return 0\n", ns)
+    cell = "got = f()\nassert got == 0\n### BEGIN HIDDEN TESTS\nwant = 5\nassert f() == 5, 'oracle'\n### END HIDDEN TESTS"
+    assert guard.run_test_cell(cell, ns) == ("AssertionError", "oracle", 5)
+    assert ns["got"] == 0 and "want" not in ns          # the visible part's names stay, the hidden ones do not
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_no_cell_depends_on_a_hidden_definition(name):
+    """The guard keeps what a hidden block defines inside its test cell: nothing else may use it."""
+    nb = nbformat.read(str(source_notebook(name)), as_version=4)
+    assert hidden_names_used_elsewhere(nb) == [], f"{name}: (cell, name, defined in hidden block of)"
+
+
+def test_hidden_dependency_detector_finds_one():
+    nb = nbformat.v4.new_notebook()
+    test = nbformat.v4.new_code_cell("assert 1\n### BEGIN HIDDEN TESTS\n_ref = 3\n### END HIDDEN TESTS")
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "solution": False, "points": 1}
+    nb.cells = [test, nbformat.v4.new_code_cell("def g():\n    return _ref\n")]
+    assert hidden_names_used_elsewhere(nb) == [(1, "_ref", "t")]
+
+
+# ------------------------------------------------------------------------------------ submissions
+def test_discover_handles_every_layout(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.ipynb").write_bytes(LEARNER.read_bytes())                        # one file per student
+    (subs / "bob").mkdir()
+    (subs / "bob" / "Untitled (1).ipynb").write_bytes(LEARNER.read_bytes())        # one folder, odd name
+    (subs / "carol" / A).mkdir(parents=True)                                        # nbgrader submitted/
+    (subs / "carol" / A / f"{A}.ipynb").write_bytes(LEARNER.read_bytes())
+    (subs / "dave").mkdir()                                                         # nothing in it
+    (subs / "e v*e").mkdir()                                                        # an unsafe name
+    (subs / "e v*e" / f"{A}.ipynb").write_text("{")
+    (subs / "notes.txt").write_text("not a submission")
+    found = {s.student: s for s in discover(subs, load_assignment(A))}
+    assert sorted(found) == ["alice", "bob", "carol", "dave", "e_v_e"]
+    assert found["alice"].status == found["bob"].status == found["carol"].status == "ok"
+    assert found["bob"].notebook.name == "Untitled (1).ipynb"
+    assert found["dave"].status == "missing"
+    assert found["e_v_e"].status == "corrupt" and "renamed" in found["e_v_e"].detail
+    root = tmp_path / "course"
+    (root / "submitted").mkdir(parents=True)
+    (subs / "carol").rename(root / "submitted" / "carol")
+    assert [s.student for s in discover(root, load_assignment(A))] == ["carol"]
+
+
+# ------------------------------------------------------------------------------------- check (CLI)
+def _check(path, tmp_path):
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "autograde", "check", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
+
+
+@pytest.mark.timeout(600)
+def test_check_gives_the_solution_full_points(tmp_path):
+    done = _check(SOLUTION, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "total: 9/9 points" in done.stdout, done.stdout
+    assert " x " not in done.stdout and "hint" not in done.stdout
+
+
+@pytest.mark.timeout(600)
+def test_check_gives_the_untouched_notebook_zero_and_one_hint_per_part(tmp_path):
+    copy = tmp_path / "my work" / "notebook.ipynb"                    # any folder, any name
+    copy.parent.mkdir()
+    copy.write_bytes(LEARNER.read_bytes())
+    done = _check(copy, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "total: 0/9 points" in out, out
+    assert out.count("hint:") == 4, out
+    for fn in ("weight_bytes", "ridge_point", "kv_bytes_per_token", "decode_step_seconds"):
+        assert f"write {fn}()" in out, out
+    assert "got = weight_bytes(cfg_8b)" in out                        # the visible line that failed
+    assert "BEGIN HIDDEN" not in out and "_ref_params" not in out
+
+
+def test_check_refuses_what_it_cannot_grade(tmp_path):
+    bad = tmp_path / "broken.ipynb"
+    bad.write_text("{")
+    done = _check(bad, tmp_path)
+    assert done.returncode == 2 and "not valid JSON" in done.stdout, done.stdout
+
+
+def test_release_command_still_works(tmp_path):
+    from autograde.release import release
+    assert release([A], release_dir=str(tmp_path / "r"), db_url=f"sqlite:///{tmp_path / 'g.db'}") == [A]
+    assert (tmp_path / "r" / A / f"{A}.ipynb").exists()
+    assert REPO.joinpath("autograde", "__main__.py").exists()
