@@ -94,13 +94,14 @@ def bwrap_argv(*, cwd, scratch, ipc_dir, shared, env, tmp_bytes, extra_ro=()):
             argv += ["--ro-bind", str(host), str(host)]
     for name in ETC_FILES:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # the private /tmp comes before the binds: a course checked out under /tmp (the venv, specdec/,
+    # data/) must stay visible on top of it
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
     for root in _python_roots():
         argv += ["--ro-bind", root, root]
     for path in list(shared) + list(extra_ro):
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--ro-bind", str(KERNEL_SCRIPT), KERNEL_IN_SANDBOX,
-             "--proc", "/proc", "--dev", "/dev",
-             "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp",
              "--bind", str(ipc_dir), str(ipc_dir),
              "--bind", str(scratch), str(cwd), "--chdir", str(cwd)]
     return argv
