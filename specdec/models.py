@@ -1,0 +1,114 @@
+"""Load the course's tiny target/draft pair and its held-out text, offline, from data/models.
+
+Layout of a model folder (written by ``python -m specdec.train``):
+  target/     LlamaForCausalLM (config.json, model.safetensors, generation_config.json)
+  draft/      LlamaForCausalLM, same vocabulary and special tokens as the target
+  tokenizer/  the shared byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json)
+  heldout.json  held-out text per domain: {"code": [...], "prose": [...], "json": [...]}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .corpus import DOMAINS
+
+# the files without which a folder is not a usable pair
+REQUIRED_FILES = (
+    "target/config.json",
+    "target/model.safetensors",
+    "draft/config.json",
+    "draft/model.safetensors",
+    "tokenizer/tokenizer.json",
+    "tokenizer/tokenizer_config.json",
+    "heldout.json",
+)
+
+RETRAIN_COMMAND = "python -m specdec.train --out data/models"
+
+
+class ModelFilesError(FileNotFoundError, RuntimeError):
+    """The model folder is missing files, or holds files that do not load."""
+
+
+def default_path() -> Path:
+    """the repository's data/models, found from this file (specdec/ sits next to data/)."""
+    return Path(__file__).resolve().parent.parent / "data" / "models"
+
+
+def _fail(path: Path, problem: str) -> ModelFilesError:
+    return ModelFilesError(
+        f"{problem}\nmodel folder: {path}\n"
+        f"retrain the pair (about 20 minutes on 2 cores) from the repository root with:\n"
+        f"    {RETRAIN_COMMAND}"
+    )
+
+
+def check_files(path: str | Path | None = None) -> Path:
+    """the folder, as a Path, after checking that every required file is there."""
+    path = Path(path) if path is not None else default_path()
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing:
+        raise _fail(path, "missing model files: " + ", ".join(missing))
+    return path
+
+
+def _load_model(folder: Path, device: str):
+    from transformers import LlamaForCausalLM
+    import torch
+
+    model = LlamaForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    return model.to(device).eval()
+
+
+def load_pair(path: str | Path | None = None, device: str = "cpu"):
+    """(target, draft, tokenizer): both models in eval mode, fp32, on `device`.
+
+    Reads only local files (local_files_only=True), so it works with HF_HUB_OFFLINE=1 and
+    without network. Raises ModelFilesError naming what is missing or broken.
+    """
+    from safetensors import SafetensorError
+    from transformers import PreTrainedTokenizerFast
+
+    path = check_files(path)
+    try:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path / "tokenizer", local_files_only=True)
+        target = _load_model(path / "target", device)
+        draft = _load_model(path / "draft", device)
+    except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:
+        raise _fail(path, f"model files do not load ({type(err).__name__}: {err})") from err
+    _check_same_vocab(path, target, draft, tokenizer)
+    return target, draft, tokenizer
+
+
+def _check_same_vocab(path: Path, target, draft, tokenizer) -> None:
+    """assisted generation needs one vocabulary: same size and special tokens everywhere."""
+    keys = ("vocab_size", "bos_token_id", "eos_token_id", "pad_token_id")
+    t = {k: getattr(target.config, k) for k in keys}
+    d = {k: getattr(draft.config, k) for k in keys}
+    if t != d or t["vocab_size"] != len(tokenizer):
+        raise _fail(path, f"target {t}, draft {d} and tokenizer ({len(tokenizer)} tokens) disagree")
+
+
+def load_heldout(path: str | Path | None = None) -> dict[str, list[str]]:
+    """{domain: [held-out text, ...]} for code, prose and json, never seen in training."""
+    path = Path(path) if path is not None else default_path()
+    file = path / "heldout.json"
+    if not file.is_file():
+        raise _fail(path, f"missing model files: {file.name}")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise _fail(path, f"{file.name} is not valid JSON ({err})") from err
+    missing = [d for d in DOMAINS if not data.get(d)]
+    if missing:
+        raise _fail(path, f"{file.name} has no text for: {', '.join(missing)}")
+    return {d: list(data[d]) for d in DOMAINS}
+
+
+def heldout_texts(domain: str, path: str | Path | None = None) -> list[str]:
+    """the held-out texts of one domain ("code", "prose" or "json")."""
+    if domain not in DOMAINS:
+        raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}")
+    return load_heldout(path)[domain]

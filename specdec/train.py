@@ -1,0 +1,494 @@
+"""Train the course's tiny target/draft pair and ship it: ``python -m specdec.train``.
+
+Steps: build the three-domain corpus (specdec.corpus), train one byte-level BPE tokenizer,
+train the target (LlamaForCausalLM) on next-token cross-entropy, train the draft (a much
+smaller LlamaForCausalLM, same vocabulary) by distillation on the target's logits, save both
+in fp16 with save_pretrained, then reload them and measure held-out loss and greedy α per
+domain for the model card. Everything is seeded; with the same seed, thread count and
+Python version the run reproduces.
+
+    python -m specdec.train --out data/models           # the shipped pair (~20 min, 2 cores)
+    python -m specdec.train --smoke --out /tmp/pair     # a few steps, tiny sizes (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .corpus import DOMAINS, corpus_versions, load_corpus
+from .models import default_path, load_pair
+
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+MAX_POSITIONS = 1024  # rope positions; prompts + generation in the notebooks stay below
+
+TARGET_ARCH = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                   num_attention_heads=4, tie_word_embeddings=False)
+DRAFT_ARCH = dict(hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+                  num_attention_heads=2, tie_word_embeddings=True)
+SMOKE_TARGET_ARCH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, tie_word_embeddings=False)
+SMOKE_DRAFT_ARCH = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                        num_attention_heads=1, tie_word_embeddings=True)
+
+# defaults under --smoke: tiny sizes, a capped corpus, a few steps
+SMOKE = dict(vocab_size=384, seq_len=32, batch=4, target_steps=3, draft_steps=3,
+             max_chars=60_000, eval_windows=2, log_every=1, json_records=200)
+
+# the share of training sequences drawn from each domain
+DOMAIN_WEIGHTS = {"code": 0.6, "prose": 0.2, "json": 0.2}
+
+# held-out text shipped for the notebooks: about this many characters per domain
+HELDOUT_SHIP_CHARS = 4000
+HELDOUT_SNIPPET_CHARS = 1000
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m specdec.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=default_path(), help="folder to write the pair to")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--target-steps", type=int, default=450)
+    p.add_argument("--draft-steps", type=int, default=450)
+    p.add_argument("--target-lr", type=float, default=2e-3)
+    p.add_argument("--draft-lr", type=float, default=3e-3)
+    p.add_argument("--draft-loss", choices=("kd", "ce"), default="kd",
+                   help="kd: KL to the target's logits (distillation); ce: next-token cross-entropy")
+    p.add_argument("--target-from", type=Path, default=None,
+                   help="reuse the tokenizer and target of this trained folder; train only the draft")
+    p.add_argument("--max-chars", type=int, default=None, help="cap each domain's text")
+    p.add_argument("--json-records", type=int, default=8000, help="generated JSON records")
+    p.add_argument("--eval-windows", type=int, default=32, help="held-out windows per domain")
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--smoke", action="store_true", help="tiny sizes and a few steps (CI)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--smoke" in argv:
+        p.set_defaults(**SMOKE)  # explicit flags still win
+    args = p.parse_args(argv)
+    args.target_arch = SMOKE_TARGET_ARCH if args.smoke else TARGET_ARCH
+    args.draft_arch = SMOKE_DRAFT_ARCH if args.smoke else DRAFT_ARCH
+    args.command = "python -m specdec.train " + shlex.join(argv)
+    return args
+
+
+# --- tokenizer -------------------------------------------------------------------------
+
+def train_tokenizer(corpus: dict, vocab_size: int):
+    """one byte-level BPE for both models, trained on the training split of all domains."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    texts = [t for d in DOMAINS for t in corpus[d]["train"]]
+    bpe.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, pad_token=PAD,
+                                   model_max_length=MAX_POSITIONS)
+
+
+def encode_streams(tokenizer, corpus: dict) -> dict:
+    """{domain: {split: 1-D LongTensor}}: documents joined, each followed by EOS."""
+    eos = tokenizer.eos_token_id
+    streams = {}
+    for domain in DOMAINS:
+        streams[domain] = {}
+        for split, texts in corpus[domain].items():
+            ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+            flat = [tok for doc in ids for tok in doc + [eos]]
+            streams[domain][split] = torch.tensor(flat, dtype=torch.long)  # (N,)
+    return streams
+
+
+# --- models ----------------------------------------------------------------------------
+
+def make_model(tokenizer, arch: dict, seed: int):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, **arch)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def count_params(model) -> int:
+    """distinct parameters (a tied embedding counts once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+# --- training --------------------------------------------------------------------------
+
+def sample_batch(streams: dict, batch: int, seq_len: int, gen: torch.Generator) -> torch.Tensor:
+    """random windows of seq_len + 1 tokens, each row's domain drawn by DOMAIN_WEIGHTS."""
+    weights = torch.tensor([DOMAIN_WEIGHTS[d] for d in DOMAINS])
+    picks = torch.multinomial(weights, batch, replacement=True, generator=gen)  # (B,)
+    rows = []
+    for i in picks.tolist():
+        stream = streams[DOMAINS[i]]["train"]
+        start = torch.randint(0, len(stream) - seq_len - 1, (1,), generator=gen).item()
+        rows.append(stream[start:start + seq_len + 1])
+    return torch.stack(rows)  # (B, T+1)
+
+
+def lr_at(step: int, steps: int, peak: float) -> float:
+    """linear warmup over 5 % of the steps, then cosine decay to 10 % of the peak."""
+    warmup = max(1, steps // 20)
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def ce_loss(model, batch: torch.Tensor) -> torch.Tensor:
+    logits = model(batch[:, :-1], use_cache=False).logits  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
+
+
+def kd_loss_fn(target):
+    """KL(p || q) per position, p = target probs, q = draft probs, averaged over positions."""
+    def kd_loss(draft, batch: torch.Tensor) -> torch.Tensor:
+        inputs = batch[:, :-1]  # (B, T)
+        with torch.no_grad():
+            log_p = F.log_softmax(target(inputs, use_cache=False).logits, dim=-1)  # (B, T, V)
+        log_q = F.log_softmax(draft(inputs, use_cache=False).logits, dim=-1)  # (B, T, V)
+        return F.kl_div(log_q.flatten(0, 1), log_p.flatten(0, 1), log_target=True,
+                        reduction="batchmean")
+    return kd_loss
+
+
+class Clock:
+    """wall and CPU seconds since creation; CPU time counts every thread of this process,
+    so it stays honest when other work shares the cores (wall on idle cores ≈ CPU ÷ threads)."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def read(self) -> dict:
+        return {"wall_s": round(time.perf_counter() - self.wall, 1),
+                "cpu_s": round(time.process_time() - self.cpu, 1)}
+
+
+def train_model(model, loss_fn, streams, args, name: str, steps: int, lr: float, log: list) -> None:
+    """AdamW on sampled batches, logging the loss every args.log_every steps."""
+    gen = torch.Generator().manual_seed(args.seed + (0 if name == "target" else 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    model.train()
+    clock = Clock()
+    bar = tqdm(range(steps), desc=f"{name} ({args.draft_loss if name == 'draft' else 'ce'})")
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, lr)
+        loss = loss_fn(model, sample_batch(streams, args.batch, args.seq_len, gen))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % args.log_every == 0 or step == steps - 1:
+            log.append(dict(model=name, step=step, loss=round(loss.item(), 4),
+                            lr=round(opt.param_groups[0]["lr"], 6), **clock.read()))
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.eval()
+
+
+# --- evaluation ------------------------------------------------------------------------
+
+def heldout_windows(stream: torch.Tensor, seq_len: int, n: int) -> torch.Tensor:
+    """n windows of seq_len + 1 tokens spread evenly over the stream."""
+    n = max(1, min(n, (len(stream) - 1) // seq_len))
+    starts = torch.linspace(0, len(stream) - seq_len - 1, n).long().tolist()
+    return torch.stack([stream[s:s + seq_len + 1] for s in starts])  # (N, T+1)
+
+
+@torch.no_grad()
+def agreement(target, draft, ids: torch.Tensor) -> dict:
+    """teacher-forced comparison of the pair on token ids (N, T+1).
+
+    loss_*: mean next-token cross-entropy in nats; alpha_greedy: fraction of positions where
+    the argmax of p and of q agree; alpha_sampled: mean of sum_v min(p, q), the acceptance
+    rate of speculative sampling at temperature 1.
+    """
+    inputs, labels = ids[:, :-1], ids[:, 1:]  # (N, T)
+    logits_p = target(inputs, use_cache=False).logits  # (N, T, V)
+    logits_q = draft(inputs, use_cache=False).logits  # (N, T, V)
+    p, q = logits_p.softmax(-1), logits_q.softmax(-1)  # (N, T, V)
+    return {
+        "loss_target": F.cross_entropy(logits_p.flatten(0, 1), labels.flatten()).item(),
+        "loss_draft": F.cross_entropy(logits_q.flatten(0, 1), labels.flatten()).item(),
+        "alpha_greedy": (logits_p.argmax(-1) == logits_q.argmax(-1)).float().mean().item(),
+        "alpha_sampled": torch.minimum(p, q).sum(-1).mean().item(),
+        "tokens": labels.numel(),
+    }
+
+
+def greedy_alpha_on_texts(target, draft, tokenizer, texts: list[str]) -> float:
+    """teacher-forced greedy α pooled over whole texts (one forward per text)."""
+    agree = total = 0
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt").input_ids  # (1, T)
+            p_top = target(ids, use_cache=False).logits.argmax(-1)  # (1, T)
+            q_top = draft(ids, use_cache=False).logits.argmax(-1)  # (1, T)
+            agree += (p_top == q_top).sum().item()
+            total += ids.numel()
+    return agree / total
+
+
+def evaluate(target, draft, tokenizer, streams, heldout: dict, args) -> dict:
+    """per domain: the windowed metrics and greedy α on the shipped held-out texts."""
+    results = {}
+    for domain in DOMAINS:
+        windows = heldout_windows(streams[domain]["heldout"], args.seq_len, args.eval_windows)
+        results[domain] = agreement(target, draft, windows)
+        results[domain]["alpha_greedy_shipped_texts"] = greedy_alpha_on_texts(
+            target, draft, tokenizer, heldout[domain])
+    return results
+
+
+# --- shipping --------------------------------------------------------------------------
+
+def _snippet(text: str, limit: int) -> str:
+    """whole lines from the middle of text, at most `limit` characters (file headers are
+    licences and docstrings, not typical code)."""
+    if len(text) <= limit:
+        return text
+    start = text.find("\n", (len(text) - limit) // 2) + 1
+    piece = text[start:start + limit]
+    return piece[:piece.rfind("\n")] if "\n" in piece else piece
+
+
+def heldout_sample(corpus: dict) -> dict:
+    """a few KB of held-out text per domain, in stable order, for the notebooks and tests."""
+    sample = {}
+    for domain in DOMAINS:
+        texts, size = [], 0
+        for text in corpus[domain]["heldout"]:
+            if size >= HELDOUT_SHIP_CHARS:
+                break
+            piece = _snippet(text, HELDOUT_SNIPPET_CHARS).strip("\n")
+            if piece.strip():
+                texts.append(piece)
+                size += len(piece)
+        sample[domain] = texts
+    return sample
+
+
+def save_model(model, folder: Path) -> None:
+    """fp16 safetensors (halves the size; load_pair reads it back as fp32)."""
+    model.to(torch.float16).save_pretrained(folder)
+    model.to(torch.float32)
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def write_log(log: list, path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["model", "step", "loss", "lr", "wall_s", "cpu_s"])
+        writer.writeheader()
+        writer.writerows(log)
+
+
+# --- main ------------------------------------------------------------------------------
+
+def build_tokenizer_and_target(corpus, args, log: list, times: dict):
+    """train both, or reuse them from --target-from."""
+    if args.target_from is not None:
+        target, _, tokenizer = load_pair(args.target_from)
+        return tokenizer, target, encode_streams(tokenizer, corpus)
+    clock = Clock()
+    tokenizer = train_tokenizer(corpus, args.vocab_size)
+    streams = encode_streams(tokenizer, corpus)
+    times["tokenizer"] = clock.read()
+    clock = Clock()
+    target = make_model(tokenizer, args.target_arch, args.seed)
+    train_model(target, ce_loss, streams, args, "target", args.target_steps, args.target_lr, log)
+    times["target"] = clock.read()
+    return tokenizer, target, streams
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    total = Clock()
+    times, log = {}, []
+    corpus = load_corpus(seed=args.seed, max_chars=args.max_chars, json_records=args.json_records)
+    tokenizer, target, streams = build_tokenizer_and_target(corpus, args, log, times)
+    clock = Clock()
+    draft = make_model(tokenizer, args.draft_arch, args.seed + 1)
+    loss_fn = kd_loss_fn(target) if args.draft_loss == "kd" else ce_loss
+    train_model(draft, loss_fn, streams, args, "draft", args.draft_steps, args.draft_lr, log)
+    times["draft"] = clock.read()
+
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out / "tokenizer")
+    save_model(target, out / "target")
+    save_model(draft, out / "draft")
+    heldout = heldout_sample(corpus)
+    (out / "heldout.json").write_text(json.dumps(heldout, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_log(log, out / "train_log.csv")
+    times["total"] = total.read()
+
+    target, draft, tokenizer = load_pair(out)  # measure what ships (fp16 weights)
+    report = make_report(args, corpus, streams, target, draft, tokenizer, heldout, times, out)
+    (out / "training.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    (out / "README.md").write_text(model_card(report), encoding="utf-8")
+    print_summary(report)
+    return report
+
+
+def make_report(args, corpus, streams, target, draft, tokenizer, heldout, times, out) -> dict:
+    tokens = args.batch * args.seq_len
+    return {
+        "command": args.command,
+        "seed": args.seed,
+        "threads": args.threads,
+        "versions": {**corpus_versions(), "torch": torch.__version__,
+                     "transformers": __import__("transformers").__version__,
+                     "tokenizers": __import__("tokenizers").__version__},
+        "vocab_size": len(tokenizer),
+        "target": {"params": count_params(target), "arch": args.target_arch,
+                   "steps": args.target_steps, "train_tokens": args.target_steps * tokens,
+                   "lr": args.target_lr, "from": str(args.target_from) if args.target_from else None},
+        "draft": {"params": count_params(draft), "arch": args.draft_arch, "loss": args.draft_loss,
+                  "steps": args.draft_steps, "train_tokens": args.draft_steps * tokens, "lr": args.draft_lr},
+        "seq_len": args.seq_len,
+        "batch": args.batch,
+        "domain_weights": DOMAIN_WEIGHTS,
+        "corpus": {d: {s: {"docs": len(corpus[d][s]), "chars": sum(map(len, corpus[d][s])),
+                           "tokens": len(streams[d][s])} for s in ("train", "heldout")}
+                   for d in DOMAINS},
+        "heldout_shipped_chars": {d: sum(map(len, heldout[d])) for d in DOMAINS},
+        "seconds": times,
+        "disk_bytes": {name: folder_bytes(out / name) for name in ("target", "draft", "tokenizer")},
+        "eval": evaluate(target, draft, tokenizer, streams, heldout, args),
+    }
+
+
+def print_summary(report: dict) -> None:
+    print(f"seconds {report['seconds']}")
+    for domain, r in report["eval"].items():
+        print(f"{domain:6s} loss target {r['loss_target']:.3f} draft {r['loss_draft']:.3f} "
+              f"alpha greedy {r['alpha_greedy']:.3f} sampled {r['alpha_sampled']:.3f} "
+              f"(shipped texts {r['alpha_greedy_shipped_texts']:.3f})")
+
+
+# --- model card ------------------------------------------------------------------------
+
+# measured once with --target-from on the shipped target (see the model card); kept here so
+# a retrain writes the same comparison into the card
+DISTILLATION_NOTE = ""
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def model_card(r: dict) -> str:
+    """data/models/README.md from the run's report."""
+    t, d, v = r["target"], r["draft"], r["versions"]
+    rows = "\n".join(
+        f"| {dom} | {e['loss_target']:.3f} | {e['loss_draft']:.3f} | {e['alpha_greedy']:.3f} | "
+        f"{e['alpha_sampled']:.3f} | {e['alpha_greedy_shipped_texts']:.3f} | {e['tokens']:,} |"
+        for dom, e in r["eval"].items())
+    corpus = "\n".join(
+        f"| {dom} | {c['train']['docs']:,} | {c['train']['chars']:,} | {c['train']['tokens']:,} | "
+        f"{c['heldout']['docs']:,} | {c['heldout']['tokens']:,} | {r['domain_weights'][dom]} |"
+        for dom, c in r["corpus"].items())
+    arch = lambda a: (f"{a['num_hidden_layers']} layers × {a['hidden_size']} hidden, "
+                      f"{a['num_attention_heads']} heads, MLP {a['intermediate_size']}, "
+                      f"tied embeddings: {a['tie_word_embeddings']}")
+    timing = "\n".join(f"| {phase} | {c['wall_s']:.0f} | {c['cpu_s']:.0f} | {c['cpu_s'] / r['threads']:.0f} |"
+                       for phase, c in r["seconds"].items())
+    return f"""# The course's tiny target/draft pair
+
+Two Llama-style causal language models (`LlamaForCausalLM`) that share one tokenizer, trained
+by this repository on this machine (2 CPU cores), so that notebooks 02–06 have a real target and
+a real draft offline. Load them with `specdec.models.load_pair()`; held-out text per domain is
+in `heldout.json` (`specdec.models.load_heldout()`).
+
+| model | parameters | architecture | trained on | tokens | disk (fp16) |
+|---|---|---|---|---|---|
+| target | {t['params']:,} | {arch(t['arch'])} | next-token cross-entropy | {t['train_tokens']:,} | {_mb(r['disk_bytes']['target'])} |
+| draft | {d['params']:,} | {arch(d['arch'])} | {'KL(p ‖ q) to the target logits (distillation)' if d['loss'] == 'kd' else 'next-token cross-entropy'} | {d['train_tokens']:,} | {_mb(r['disk_bytes']['draft'])} |
+
+Target ÷ draft parameters: {t['params'] / d['params']:.1f}×. Tokenizer: byte-level BPE, {r['vocab_size']:,} tokens
+(`<|endoftext|>` = BOS = EOS, `<|pad|>` = PAD), {_mb(r['disk_bytes']['tokenizer'])}. Both models have the same
+`vocab_size` and special token ids, as transformers' `assistant_model=` requires.
+Weights are stored in fp16 and loaded as fp32.
+
+## Retrain
+
+```
+{r['command']}
+```
+
+seed {r['seed']}, {r['threads']} torch threads, sequences of {r['seq_len']} tokens, batches of {r['batch']},
+AdamW (β 0.9/0.95, weight decay 0.1), 5 % warmup then cosine decay, peak lr {t['lr']} (target) and
+{d['lr']} (draft). Time on this 2-core machine, in seconds. The cores were shared with other work,
+so wall time depends on the load; CPU time (all threads of the process) does not, and CPU ÷
+threads is the wall time to expect on {r['threads']} idle cores. Total is up to saving, before evaluation.
+
+| phase | wall | CPU | CPU ÷ threads |
+|---|---|---|---|
+{timing}
+
+The loss log is `train_log.csv`; every number here is also in `training.json`.
+
+## Corpus
+
+Built at run time by `specdec.corpus` from Python {v['python']} (`{v['stdlib']}`); nothing is downloaded.
+A document is held out when a hash of its name says so (about 3 % of code files, 10 % of prose
+chunks and JSON records).
+
+- **code**: the standard library's `.py` files, except `test/`, `tests/`, `idlelib/`, `lib2to3/`,
+  `ensurepip/` and `site-packages/`.
+- **prose**: `pydoc_data.topics.topics`, the language reference text behind `help()`, in chunks of
+  about 2,000 characters.
+- **json**: pretty-printed records (users, orders, log events, sensor readings) generated from the seed.
+
+| domain | train docs | train chars | train tokens | held-out docs | held-out tokens | sampling weight |
+|---|---|---|---|---|---|---|
+{corpus}
+
+## Held-out results (the shipped fp16 weights)
+
+Teacher-forced on held-out windows of {r['seq_len']} tokens: loss in nats per token; greedy α is the
+fraction of positions where the argmax of the target (p) and of the draft (q) agree; sampled α is
+the mean of Σ min(p, q), the acceptance rate of speculative sampling at temperature 1. The last α
+column is greedy α on the texts shipped in `heldout.json` ({', '.join(f'{k} {n:,}' for k, n in r['heldout_shipped_chars'].items())} characters).
+
+| domain | target loss | draft loss | greedy α | sampled α | greedy α, heldout.json | tokens |
+|---|---|---|---|---|---|---|
+{rows}
+{DISTILLATION_NOTE}
+Versions: torch {v['torch']}, transformers {v['transformers']}, tokenizers {v['tokenizers']}.
+"""
+
+
+if __name__ == "__main__":
+    main()
