@@ -23,8 +23,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# jupyter refuses to run as root unless told (containers, CI machines)
+ROOTFLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOTFLAG)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
