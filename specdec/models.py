@@ -55,8 +55,8 @@ def check_files(path: str | Path | None = None) -> Path:
 
 
 def _load_model(folder: Path, device: str):
-    from transformers import LlamaForCausalLM
     import torch
+    from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     return model.to(device).eval()

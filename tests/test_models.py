@@ -21,6 +21,16 @@ REPO = default_path().parent.parent
 ALPHA_FLOOR = {"code": 0.57, "prose": 0.6, "json": 0.85}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """tiny models: one thread is about as fast, and does not stall when other work shares the
+    cores (two threads waiting on each other made single forwards up to 30x slower under load)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def pair():
     target, draft, tokenizer = load_pair()
@@ -35,12 +45,27 @@ def prompt_ids(tokenizer, domain: str, chars: int = 120) -> torch.Tensor:
     return tokenizer(heldout_texts(domain)[0][:chars], return_tensors="pt").input_ids
 
 
-def test_smoke_training_writes_a_loadable_pair(tmp_path):
-    out = tmp_path / "pair"
-    report = train.main(["--smoke", "--out", str(out)])
+def count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def smoke_train(out):
+    return train.main(["--smoke", "--threads", "1", "--out", str(out)])
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """(folder, report) of one smoke training: a few steps at tiny sizes."""
+    out = tmp_path_factory.mktemp("smoke") / "pair"
+    return out, smoke_train(out)
+
+
+def test_smoke_training_writes_a_loadable_pair(smoke):
+    out, report = smoke
     target, draft, tokenizer = load_pair(out)
     assert target.config.vocab_size == draft.config.vocab_size == len(tokenizer) == 384
     assert not target.training and not draft.training
+    assert type(draft).from_pretrained(out / "draft").dtype == torch.float32  # fp16 on disk
     assert count(target) == report["target"]["params"] > count(draft) == report["draft"]["params"]
     ids = tokenizer("def f(x):", return_tensors="pt").input_ids  # (1, T)
     out_ids = target.generate(ids, assistant_model=draft, do_sample=False,
@@ -51,8 +76,12 @@ def test_smoke_training_writes_a_loadable_pair(tmp_path):
     assert (out / "train_log.csv").read_text().startswith("model,step,loss")
 
 
-def count(model) -> int:
-    return sum(p.numel() for p in model.parameters())
+def test_training_reproduces_from_the_seed(smoke, tmp_path):
+    out, _ = smoke
+    smoke_train(tmp_path / "again")
+    for name in ("target/model.safetensors", "draft/model.safetensors", "tokenizer/tokenizer.json",
+                 "heldout.json"):
+        assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
 
 
 def test_shipped_pair_loads_offline(tmp_path):
@@ -60,7 +89,8 @@ def test_shipped_pair_loads_offline(tmp_path):
             "t, d, tok = load_pair()\n"
             "ids = tok('import os', return_tensors='pt').input_ids\n"
             "print(t.generate(ids, max_new_tokens=3, do_sample=False).shape[1] - ids.shape[1])\n")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"),
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
