@@ -3,6 +3,7 @@ arguments, and reject bad input with a ValueError that names the argument."""
 import inspect
 
 import pytest
+import torch
 
 from nbhelpers import ASSIGNMENTS, solution_namespace
 
@@ -30,6 +31,10 @@ CONTRACT = {
         "verify": ["p", "q", "draft_tokens", "generator=None"],
         "speculative_generate": ["target", "draft", "input_ids", "max_new_tokens", "k=4", "temperature=0.0",
                                  "generator=None"],
+    },
+    "05": {
+        "estimate_alpha": ["accepted", "drafted"],
+        "ngram_propose": ["tokens", "n", "k"],
     },
     "07": {
         "compute_bound_batch": ["ridge", "k"],
@@ -61,6 +66,17 @@ BAD_INPUT = [
     ("03", "expected_tokens", (0.8, 0), {}, "k"),
     ("03", "speedup", (0.8, 4, -0.1), {}, "c"),
     ("03", "best_k", (0.8, 0.05), {"k_max": 0}, "k_max"),
+    ("04", "verify", (torch.full((2, 4), 0.25), torch.full((2, 4), 0.25), torch.tensor([0, 1])), {}, r"\bp\b"),
+    ("04", "verify", (torch.full((3, 4), 0.25), torch.full((2, 4), 0.25), torch.tensor([0])), {}, "draft_tokens"),
+    ("04", "speculative_generate", (None, None, torch.tensor([[1, 2, 3]]), 5), {"k": 0}, r"\bk\b"),
+    ("04", "speculative_generate", (None, None, torch.tensor([[1, 2, 3]]), 0), {}, "max_new_tokens"),
+    ("04", "speculative_generate", (None, None, torch.tensor([1, 2, 3]), 5), {}, "input_ids"),
+    ("05", "estimate_alpha", ([5], [4]), {}, "accepted"),
+    ("05", "estimate_alpha", ([1, 2], [4]), {}, "drafted"),
+    ("05", "estimate_alpha", ([], []), {}, "drafted"),
+    ("05", "ngram_propose", (torch.tensor([1, 2, 1]), 0, 4), {}, r"\bn\b"),
+    ("05", "ngram_propose", (torch.tensor([1, 2, 1]), 2, 0), {}, r"\bk\b"),
+    ("05", "ngram_propose", (torch.tensor([[1, 2, 1]]), 2, 3), {}, "tokens"),
     ("07", "compute_bound_batch", (-1.0, 4), {}, "ridge"),
     ("07", "compute_bound_batch", (295.0, 0), {}, "k"),
     ("07", "spec_speedup", (0, 0.8, 4, 0.05, 295.0), {}, "batch"),
