@@ -175,3 +175,19 @@ def test_heldout_domains():
         assert 1000 < sum(map(len, texts[domain])) < 10_000
     with pytest.raises(ValueError, match="domain"):
         heldout_texts("poetry")
+
+
+def test_copy_rows_repeat_the_window_except_at_the_edits():
+    stream = torch.arange(1000) % 97 + 3                     # no token repeats within 97 positions
+    sep = torch.tensor([1, 2])
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        row, copied = train.copy_row(stream, 33, sep, gen)
+        half = (33 - 2) // 2                                 # 15, then sep, then 16 tokens
+        assert row.shape == copied.shape == (33,)
+        assert row[half:half + 2].tolist() == [1, 2]
+        second = row[half + 2:]
+        assert (row[half + 2:2 * half + 2][copied[half + 2:2 * half + 2]] == row[:half][copied[half + 2:2 * half + 2]]).all()
+        edits = (~copied[half + 2:2 * half + 2]).sum().item()
+        assert 1 <= edits <= 3 and not copied[:half + 2].any() and not copied[-1]
+        assert second[-1] == row[half - 1] + 1 or second[-1] == 3   # the second copy runs one token further
