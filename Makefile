@@ -27,6 +27,7 @@ $(STAMP): requirements.txt pyproject.toml
 ROOTFLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 lab: $(STAMP)
+	$(BIN)/python -m autograde exchange
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOTFLAG)
 
 $(CHROMIUM):

@@ -4,6 +4,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = REPO / "notebooks"
+COURSE_ID = "speculative-decoding"           # nbgrader_config.py says the same (tests/test_exchange.py)
+EXCHANGE = REPO / "autograde" / "work" / "exchange"   # the learner's local exchange (notebooks/nbgrader_config.py)
 
 
 def assignments():

@@ -1,9 +1,11 @@
 """Regenerate learner notebooks in notebooks/ from solutions/ with nbgrader generate_assignment."""
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
-from autograde import REPO, assignments
+from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, assignments
 
 
 def tool_env():
@@ -32,3 +34,22 @@ def release(names=None, release_dir=None, db_url=None):
         if done.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{done.stdout}\n{done.stderr}")
     return names
+
+
+def publish(root=None):
+    """Put every learner notebook folder of notebooks/ into a local nbgrader exchange, as
+    `nbgrader release_assignment` would: ROOT/speculative-decoding/outbound/NAME/. The learner's
+    JupyterLab (notebooks/nbgrader_config.py) lists them in its Assignment List. Returns the folder.
+
+    root: the exchange folder (default: SPECDEC_EXCHANGE, else autograde/work/exchange/).
+    """
+    root = Path(root or os.environ.get("SPECDEC_EXCHANGE") or EXCHANGE)
+    outbound = root / COURSE_ID / "outbound"
+    outbound.mkdir(parents=True, exist_ok=True)
+    for name in assignments():
+        if not (NOTEBOOKS / name).is_dir():
+            raise FileNotFoundError(f"notebooks/{name} is missing: run `make release` first")
+        shutil.rmtree(outbound / name, ignore_errors=True)
+        shutil.copytree(NOTEBOOKS / name, outbound / name,
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return root

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from autograde import NOTEBOOKS, REPO, SOLUTIONS
+from autograde.release import publish
 from nbhelpers import ASSIGNMENTS, NOTEBOOK_SECONDS, read, solution_path
 
 from browser import page as lab_page
@@ -104,7 +105,13 @@ def lab(tmp_path_factory, request):
     root = base / "root"
     for name in RUN:
         copy_notebook_folder(SOLUTIONS / name, root / name)
-    server = LabServer(root, base / "home", cwd=REPO, env_extra={"SPECDEC_QUICK": QUICK},
+    # the Assignment List as `make lab` sets it up: the learner config, a published local exchange
+    publish(base / "exchange")
+    (root / "nbgrader_config.py").write_text(
+        f"c = get_config()\nload_subconfig({str(NOTEBOOKS / 'nbgrader_config.py')!r})\n"
+        f"c.Exchange.assignment_dir = {str(root)!r}\n")
+    server = LabServer(root, base / "home", cwd=REPO,
+                       env_extra={"SPECDEC_QUICK": QUICK, "SPECDEC_EXCHANGE": str(base / "exchange")},
                        log_path=ARTIFACTS / "jupyter-lab.log")
     t0 = time.perf_counter()
     server.start()
@@ -335,11 +342,19 @@ def test_nbgrader_validate_fails_an_untouched_learner_notebook_and_passes_its_so
     print(f"Validate on {name}: learner copy {seconds['learner']:.1f} s, solution {seconds['solution']:.1f} s")
 
 
-def test_nbgrader_assignment_list_opens_from_the_nbgrader_menu(lab, page):
+def test_nbgrader_assignment_list_shows_the_course_as_downloaded(lab, page):
+    """Nbgrader > Assignment List: every assignment under "Downloaded assignments", no exchange error."""
     lab_page.load_lab(page, lab.url)
     lab_page.menu(page, "Nbgrader", "Assignment List")
     panel = page.locator("#nbgrader-assignment-list")
     panel.wait_for(timeout=60_000)
     for section in ("Released assignments", "Downloaded assignments", "Submitted assignments"):
         panel.get_by_text(section, exact=True).wait_for(timeout=60_000)
-    _shot(page, "assignment-list")
+    downloaded = panel.locator("#fetched_assignments_list")
+    try:
+        for name in RUN:
+            downloaded.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
+    finally:
+        shot = _shot(page, "assignment-list")
+    text = panel.inner_text()
+    assert "does not exist" not in text, f"the Assignment List reports an exchange error: {text[:400]}; {shot}"
