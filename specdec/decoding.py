@@ -19,11 +19,12 @@ is deprecated, removed in 5.40), and ``DynamicCache.crop(-n)`` removes the last 
 """
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+from .timing import median_seconds
 
 
 def new_cache(model):
@@ -162,14 +163,7 @@ class ForwardCounter:
 
 def tokens_per_second(generate_fn, new_tokens, repeats=3, warmup=1):
     """Median new tokens per second of generate_fn() (which produces `new_tokens` tokens per call)."""
-    for _ in range(warmup):
-        generate_fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        generate_fn()
-        times.append(time.perf_counter() - t0)
-    return new_tokens / statistics.median(times)
+    return new_tokens / median_seconds(generate_fn, repeats=repeats, warmup=warmup)
 
 
 def heldout_prompts(tokenizer, texts, n_prompts, prompt_tokens=24, seed=0):
@@ -222,12 +216,4 @@ def forward_step(model, width, context=64, vocab_size=None, seed=0):
 
 def forward_seconds(model, width, context=64, repeats=9, warmup=3, vocab_size=None, seed=0):
     """Median seconds of one cached forward pass of `width` tokens after `context` cached tokens."""
-    step = forward_step(model, width, context, vocab_size, seed)
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(forward_step(model, width, context, vocab_size, seed), repeats=repeats, warmup=warmup)

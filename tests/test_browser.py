@@ -356,5 +356,7 @@ def test_nbgrader_assignment_list_shows_the_course_as_downloaded(lab, page):
             downloaded.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
     finally:
         shot = _shot(page, "assignment-list")
+    if os.environ.get("SPECDEC_DOCS_SCREENSHOT") == "1" and RUN == ASSIGNMENTS:   # the whole course listed
+        _small_png(REPO / shot, DOCS_SCREENSHOT.parent / "assignment-list.png")
     text = panel.inner_text()
     assert "does not exist" not in text, f"the Assignment List reports an exchange error: {text[:400]}; {shot}"
