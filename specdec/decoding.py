@@ -9,8 +9,7 @@ Nothing here is speculative: the draft/verify loop and its acceptance rule are t
 - ``plain_generate`` / ``greedy_generate``: one model forward per new token, with a KV cache.
 - ``tiny_llama``: a randomly initialised LlamaForCausalLM of a chosen size (tests, timing experiments).
 - ``ForwardCounter``: counts a module's forward calls, the tokens they processed and their seconds.
-- ``tokens_per_second``: median decode speed of a generate function.
-- ``forward_step`` / ``forward_seconds``: one cached forward pass of w tokens, as a callable / timed.
+- ``forward_step``: one cached forward pass of w tokens, as a callable to time with specdec.timing.
 
 transformers 5.x names used here (checked against the installed 5.24 source):
 ``model(input_ids, cache=DynamicCache(config=model.config), use_cache=True)`` (``past_key_values=``
@@ -23,8 +22,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-
-from .timing import median_seconds
 
 
 def new_cache(model):
@@ -125,6 +122,7 @@ def tiny_llama(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attentio
 
 
 def count_params(model) -> int:
+    """distinct parameters (a tied embedding counts once: parameters() yields it once)."""
     return sum(p.numel() for p in model.parameters())
 
 
@@ -159,11 +157,6 @@ class ForwardCounter:
         for handle in self._handles:
             handle.remove()
         return False
-
-
-def tokens_per_second(generate_fn, new_tokens, repeats=3, warmup=1):
-    """Median new tokens per second of generate_fn() (which produces `new_tokens` tokens per call)."""
-    return new_tokens / median_seconds(generate_fn, repeats=repeats, warmup=warmup)
 
 
 def heldout_prompts(tokenizer, texts, n_prompts, prompt_tokens=24, seed=0):
@@ -213,7 +206,3 @@ def forward_step(model, width, context=64, vocab_size=None, seed=0):
 
     return step
 
-
-def forward_seconds(model, width, context=64, repeats=9, warmup=3, vocab_size=None, seed=0):
-    """Median seconds of one cached forward pass of `width` tokens after `context` cached tokens."""
-    return median_seconds(forward_step(model, width, context, vocab_size, seed), repeats=repeats, warmup=warmup)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from .corpus import DOMAINS, corpus_versions, load_corpus
+from .decoding import count_params
 from .models import default_path, load_pair
 
 EOS = "<|endoftext|>"
@@ -135,11 +136,6 @@ def make_model(tokenizer, arch: dict, seed: int):
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
-
-
-def count_params(model) -> int:
-    """distinct parameters (a tied embedding counts once)."""
-    return sum(p.numel() for p in model.parameters())
 
 
 # --- training --------------------------------------------------------------------------

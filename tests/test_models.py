@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specdec import train
+from specdec.decoding import count_params
 from specdec.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)
 
@@ -45,10 +46,6 @@ def prompt_ids(tokenizer, domain: str, chars: int = 120) -> torch.Tensor:
     return tokenizer(heldout_texts(domain)[0][:chars], return_tensors="pt").input_ids
 
 
-def count(model) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
 def smoke_train(out):
     return train.main(["--smoke", "--threads", "1", "--out", str(out)])
 
@@ -66,7 +63,7 @@ def test_smoke_training_writes_a_loadable_pair(smoke):
     assert target.config.vocab_size == draft.config.vocab_size == len(tokenizer) == 384
     assert not target.training and not draft.training
     assert type(draft).from_pretrained(out / "draft").dtype == torch.float32  # fp16 on disk
-    assert count(target) == report["target"]["params"] > count(draft) == report["draft"]["params"]
+    assert count_params(target) == report["target"]["params"] > count_params(draft) == report["draft"]["params"]
     ids = tokenizer("def f(x):", return_tensors="pt").input_ids  # (1, T)
     out_ids = target.generate(ids, assistant_model=draft, do_sample=False,
                               max_new_tokens=4, min_new_tokens=4)  # (1, T+4)
@@ -132,8 +129,8 @@ def test_vocab_and_special_tokens_match(pair):
 
 def test_shipped_sizes_are_a_target_and_a_much_smaller_draft(pair):
     target, draft, _ = pair
-    assert 5e6 <= count(target) <= 10e6
-    assert count(target) >= 7 * count(draft)
+    assert 5e6 <= count_params(target) <= 10e6
+    assert count_params(target) >= 7 * count_params(draft)
 
 
 def test_sampled_generation_is_deterministic_under_a_seed(pair):
