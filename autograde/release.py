@@ -36,6 +36,12 @@ def release(names=None, release_dir=None, db_url=None):
     return names
 
 
+def copy_notebook_folder(src_dir, dest_dir):
+    """Copy one assignment folder (notebook plus any files beside it) without checkpoints or caches."""
+    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    return Path(dest_dir)
+
+
 def publish(root=None):
     """Put every learner notebook folder of notebooks/ into a local nbgrader exchange, as
     `nbgrader release_assignment` would: ROOT/speculative-decoding/outbound/NAME/. The learner's
@@ -50,6 +56,5 @@ def publish(root=None):
         if not (NOTEBOOKS / name).is_dir():
             raise FileNotFoundError(f"notebooks/{name} is missing: run `make release` first")
         shutil.rmtree(outbound / name, ignore_errors=True)
-        shutil.copytree(NOTEBOOKS / name, outbound / name,
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        copy_notebook_folder(NOTEBOOKS / name, outbound / name)
     return root

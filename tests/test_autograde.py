@@ -1,5 +1,4 @@
 """The grading tool's parts (no kernel), and `python -m autograde check` end to end."""
-import os
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ from autograde import _kernel as guard
 from autograde.classroom import discover
 from autograde.notebook import (hidden_names_used_elsewhere, load_assignment, normalize, read_json_notebook,
                                 source_notebook)
+from autograde.release import tool_env
 from autograde.scan import findings_in, scan
 
 A = "01_decode_is_bandwidth_bound"
@@ -135,7 +135,7 @@ def test_discover_handles_every_layout(tmp_path):
 
 # ------------------------------------------------------------------------------------- check (CLI)
 def _check(path, tmp_path):
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    env = {**tool_env(),
            "XDG_CACHE_HOME": str(tmp_path / "cache")}
     return subprocess.run([sys.executable, "-m", "autograde", "check", str(path)], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=600)

@@ -10,7 +10,6 @@ import csv
 import hashlib
 import html
 import json
-import os
 import re
 import shutil
 import socket
@@ -26,6 +25,7 @@ import pytest
 from adversarial import cases
 from adversarial.cases import A, VICTIM
 from autograde import REPO, sandbox
+from autograde.release import tool_env
 
 pytestmark = pytest.mark.timeout(1500)
 PROTECTED = [REPO / "specdec" / "__init__.py", REPO / "data" / "hardware.csv", cases.SOLUTION, cases.RELEASED]
@@ -37,7 +37,7 @@ def _sha(path):
 
 
 def _run_class(subs, work, *extra):
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    env = {**tool_env(),
            "AUTOGRADE_TEST_SECRET": "the grader's environment must not reach the student"}
     done = subprocess.run([sys.executable, "-m", "autograde", "class", A, str(subs), "--work", str(work), *extra],
                           capture_output=True, text=True, env=env, cwd="/")

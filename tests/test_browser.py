@@ -32,11 +32,11 @@ from pathlib import Path
 import pytest
 
 from autograde import NOTEBOOKS, REPO, SOLUTIONS
-from autograde.release import publish
+from autograde.release import copy_notebook_folder, publish
 from nbhelpers import ASSIGNMENTS, NOTEBOOK_SECONDS, read, solution_path
 
 from browser import page as lab_page
-from browser.lab import CHROMIUM, LabServer, copy_notebook_folder, launch_browser
+from browser.lab import CHROMIUM, LabServer, launch_browser
 from browser.promises import figure_cells, widget_cells
 
 ARTIFACTS = REPO / "tests" / "artifacts" / "browser"

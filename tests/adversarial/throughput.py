@@ -36,6 +36,7 @@ def plain_seconds(path, runs):
 
 def measure(n=20, jobs=1, plain_runs=3, out=sys.stdout):
     from autograde import REPO
+    from autograde.release import tool_env
     solution = REPO / "solutions" / A / f"{A}.ipynb"
     own, own_all = plain_seconds(solution, plain_runs)
     root = Path(tempfile.mkdtemp(prefix="autograde-throughput-"))
@@ -44,7 +45,7 @@ def measure(n=20, jobs=1, plain_runs=3, out=sys.stdout):
             d = root / "subs" / f"student{i:03d}"
             d.mkdir(parents=True)
             shutil.copy(solution, d / f"{A}.ipynb")
-        env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+        env = tool_env()
         t0 = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "autograde", "class", A, str(root / "subs"),
                                "--work", str(root / "work"), "--jobs", str(jobs)],

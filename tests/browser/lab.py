@@ -7,7 +7,6 @@ executed notebooks) lives in a temporary folder, never in the repository.
 """
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from autograde.release import tool_env
 
 CHROMIUM = os.environ.get("SPECDEC_CHROMIUM", "/usr/bin/chromium")
 
@@ -57,11 +58,10 @@ class LabServer:
         self.proc = None
 
     def env(self):
-        env = dict(os.environ)
+        env = tool_env()
         # the kernel must pick matplotlib's inline backend: a test-suite MPLBACKEND=Agg would
         # silently turn every plt.show() into nothing
         env.pop("MPLBACKEND", None)
-        env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         for name, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
                           ("JUPYTERLAB_SETTINGS_DIR", "settings"),
                           ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"), ("IPYTHONDIR", "ipython")):
@@ -149,8 +149,3 @@ def launch_browser(playwright):
     # Playwright gives every launch a fresh temporary user-data-dir of its own
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
-
-def copy_notebook_folder(src_dir, dest_dir):
-    """Copy one assignment folder (notebook plus any files beside it) without checkpoints."""
-    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    return Path(dest_dir)
