@@ -5,10 +5,10 @@
   python -m autograde release [ASSIGNMENT ...]         regenerate notebooks/ from solutions/
 """
 import argparse
-import os
 import sys
 
-from autograde.release import release, tool_env
+from autograde import put_tools_on_path
+from autograde.release import release
 
 
 def _size(text):
@@ -58,8 +58,7 @@ def main(argv=None):
     limits(cls, 600)
 
     args = parser.parse_args(argv)
-    # nbgrader runs `alembic` by name: this interpreter's bin/ goes first on PATH
-    os.environ["PATH"] = tool_env()["PATH"]
+    put_tools_on_path()
     if args.command == "release":
         for name in release(args.assignments):
             print(f"released {name} -> notebooks/{name}/")

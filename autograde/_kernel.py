@@ -17,7 +17,15 @@ depend on anything the student's code could have replaced in IPython (custom exc
   any student code ran, and hides notebook globals that shadow a builtin the test uses (``abs = ...``);
 - clears trace/profile hooks;
 - after the cell, fails the test if any of that was changed while it ran (a student function that
-  patches ``abs`` when called).
+  patches ``abs`` when called);
+- keeps what the course's *locked* cells (the setup cell, given cells restating earlier answers) bound
+  trustworthy: after each locked cell it records the objects that cell bound in the notebook, the
+  attributes of the course's own modules (``specdec``) and of their classes, and a copy of plain data
+  (dicts, lists, dataclasses) the cell bound.  Before and after each test cell every one of them is
+  compared with the record (objects by identity: a student cell that re-imports ``numpy as np`` binds the
+  same object and is fine) and restored; a difference fails that test with ``GraderIntegrityError``
+  naming what was rebound.  A student who rebinds ``greedy_generate`` or ``ForwardCounter`` in an answer
+  cell cannot make a test compare against, or count with, their own version.
 
 The verdict is sent as a normal Jupyter ``error`` message whose traceback names the test-cell line
 ("autograde: test cell line N"), which the feedback uses without showing any hidden source.
@@ -27,15 +35,22 @@ What it cannot do: student code runs in this same process, so code written to ta
 tool flags such code statically (autograde.scan); see the README.
 """
 import builtins
+import copy
+import dataclasses
 import hashlib
 import math
 import operator
 import os
 import random
+import symtable
 import sys
 import threading
 
 _TEST_CELLS = frozenset(h for h in os.environ.pop("AUTOGRADE_TEST_CELLS", "").split(",") if h)
+# sha256 -> grade id of the locked cells that are not tests (setup, given answers)
+_LOCKED_CELLS = dict(item.split(":", 1) for item in os.environ.pop("AUTOGRADE_LOCKED_CELLS", "").split(",")
+                     if ":" in item)
+_COURSE_PACKAGES = tuple(p for p in os.environ.pop("AUTOGRADE_COURSE_PACKAGES", "specdec").split(",") if p)
 _GUARDED_MODULES = (builtins, math, random, operator)
 _PRISTINE = {id(m): dict(vars(m)) for m in _GUARDED_MODULES}
 _MISSING = object()
@@ -113,7 +128,200 @@ def _split(code):
     return code, None
 
 
-def run_test_cell(code, namespace):
+# ------------------------------------------------------------------------- what the locked cells bound
+_IPYTHON_NAMES = frozenset({"_", "__", "___", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "In", "Out", "exit", "quit",
+                            "get_ipython", "__builtins__", "__name__", "__doc__", "__package__", "__loader__",
+                            "__spec__", "__builtin__"})
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_MAX_DATA_ITEMS = 100_000
+
+
+def _ipython_name(name):
+    return name in _IPYTHON_NAMES or (name[:2] == "_i" and name[2:].isdigit()) or (name[:1] == "_" and name[1:].isdigit())
+
+
+def _module_level_bound(code):
+    """Names a cell binds at module level (assignments, imports, def, class; `global` inside functions)."""
+    try:
+        table = symtable.symtable(code, "<locked-cell>", "exec")
+    except SyntaxError:
+        return set()
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    stack = list(table.get_children())
+    while stack:
+        child = stack.pop()
+        bound |= {s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned()}
+        stack.extend(child.get_children())
+    return bound
+
+
+def _is_data(obj, budget=None):
+    """True for plain data: numbers, strings, and dicts/lists/tuples/sets/dataclass instances of them."""
+    budget = budget if budget is not None else [_MAX_DATA_ITEMS]
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    kind = _type(obj)
+    if kind in _PLAIN:
+        return True
+    if kind in (list, tuple, set, frozenset):
+        return all(_is_data(x, budget) for x in obj)
+    if kind is dict:
+        return all(_is_data(k, budget) and _is_data(v, budget) for k, v in obj.items())
+    if dataclasses.is_dataclass(obj) and not _isinstance(obj, type):
+        return all(_is_data(getattr(obj, f.name), budget) for f in dataclasses.fields(obj))
+    return False
+
+
+def _same_data(a, b):
+    return _type(a) is _type(b) and repr(a) == repr(b)
+
+
+def _restore_data(obj, saved):
+    """Put a copy of `saved` back into `obj` in place where the type allows it; return False otherwise."""
+    fresh = copy.deepcopy(saved)
+    if _type(obj) is dict:
+        obj.clear()
+        obj.update(fresh)
+    elif _type(obj) is list:
+        obj[:] = fresh
+    elif _type(obj) is set:
+        obj.clear()
+        obj.update(fresh)
+    elif dataclasses.is_dataclass(obj) and not _isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            object.__setattr__(obj, f.name, getattr(fresh, f.name))
+    else:
+        return False
+    return True
+
+
+class LockedBindings:
+    """What the course's locked cells bound, recorded after each of them and checked around each test.
+
+    names:   {name: object} bound in the notebook by a locked cell (compared by identity);
+    data:    {name: deep copy} of those objects that are plain data (compared by value, restored in place);
+    modules: {module name: (module, copy of its namespace)} for the course's own package;
+    classes: [(class, copy of its __dict__)] for the classes defined in those modules;
+    methods: {name: {attribute: callable}} instance attributes that are callables, of bound objects.
+    """
+
+    def __init__(self, packages=_COURSE_PACKAGES):
+        self.packages = packages
+        self.names, self.where, self.data, self.modules, self.classes, self.methods = {}, {}, {}, {}, [], {}
+
+    def before_locked_cell(self, namespace):
+        return _dict(namespace)
+
+    def after_locked_cell(self, code, namespace, before, label="locked cell"):
+        bound = _module_level_bound(code)
+        for name, value in list(namespace.items()):
+            if _ipython_name(name):
+                continue
+            if name in bound or before.get(name, _MISSING) is not value:
+                self._record(name, value, label)
+        self._record_modules()
+
+    def after_test_cell(self, defined):
+        """A test cell is trusted: what its visible part binds is the new reference."""
+        for name, value in defined.items():
+            if name in self.names:
+                self._record(name, value, self.where.get(name, "a test cell"))
+
+    def _record(self, name, value, label):
+        self.names[name], self.where[name] = value, label
+        self.data.pop(name, None)
+        self.methods.pop(name, None)
+        if _type(value) not in _PLAIN and _is_data(value):
+            self.data[name] = copy.deepcopy(value)
+        elif not _isinstance(value, (type, type(sys))) and not callable(value):
+            try:
+                attrs = vars(value)
+            except TypeError:
+                attrs = None
+            if attrs is not None:
+                self.methods[name] = {k: v for k, v in attrs.items() if callable(v) and not _isinstance(v, type)}
+
+    def _record_modules(self):
+        for modname, module in list(sys.modules.items()):
+            if module is None or modname in self.modules:
+                continue
+            if not any(modname == p or modname.startswith(p + ".") for p in self.packages):
+                continue
+            self.modules[modname] = (module, _dict(vars(module)))
+            for value in list(vars(module).values()):
+                if _isinstance(value, type) and getattr(value, "__module__", None) == modname:
+                    self.classes.append((value, _dict(value.__dict__)))
+
+    def check_and_restore(self, namespace):
+        """Restore everything recorded; return a sorted list of what had been changed (empty: nothing)."""
+        changed = []
+        for name, value in self.names.items():
+            if namespace.get(name, _MISSING) is not value:
+                changed.append(name)
+                namespace[name] = value
+            if name in self.data and not _same_data(value, self.data[name]):
+                changed.append(f"{name} (its contents)")
+                if not _restore_data(value, self.data[name]):
+                    namespace[name] = copy.deepcopy(self.data[name])
+                    self.names[name] = namespace[name]
+            for attr, method in self.methods.get(name, {}).items():
+                if getattr(value, "__dict__", {}).get(attr, _MISSING) is not method:
+                    changed.append(f"{name}.{attr}")
+                    try:
+                        setattr(value, attr, method)
+                    except _BaseException:
+                        pass
+            if name in self.methods:
+                try:
+                    extra = [k for k, v in vars(value).items() if callable(v) and not _isinstance(v, type)
+                             and k not in self.methods[name]]
+                except TypeError:
+                    extra = []
+                for attr in extra:
+                    changed.append(f"{name}.{attr}")
+                    try:
+                        delattr(value, attr)
+                    except _BaseException:
+                        pass
+        for modname, (module, saved) in self.modules.items():
+            current = vars(module)
+            for key, value in saved.items():
+                if current.get(key, _MISSING) is not value:
+                    changed.append(f"{modname}.{key}")
+                    current[key] = value
+        for cls, saved in self.classes:
+            current = cls.__dict__
+            for key in [k for k in current if k not in saved]:
+                changed.append(f"{cls.__module__}.{cls.__qualname__}.{key}")
+                try:
+                    delattr(cls, key)
+                except _BaseException:
+                    pass
+            for key, value in saved.items():
+                if key in ("__dict__", "__weakref__", "__doc__"):
+                    continue
+                if current.get(key, _MISSING) is not value:
+                    changed.append(f"{cls.__module__}.{cls.__qualname__}.{key}")
+                    try:
+                        setattr(cls, key, value)
+                    except _BaseException:
+                        pass
+        return sorted(set(changed))
+
+    def message(self, changed, when):
+        where = sorted({self.where.get(c.split(".")[0].split(" ")[0], "") for c in changed} - {""})
+        return (f"{when}, code outside the course's locked cells had rebound or changed what those cells define "
+                f"and the tests rely on: {', '.join(changed[:8])}{' ...' if _len(changed) > 8 else ''}"
+                f"{' (defined in ' + ', '.join(where) + ')' if where else ''}. The course's objects were put back "
+                f"and this test counts as failed: give your own helpers new names and leave the given ones as "
+                f"they are.")
+
+
+LOCKED = LockedBindings()
+
+
+def run_test_cell(code, namespace, locked=None):
     """Run one graded test cell under the guard; return None if it passed, else (ename, evalue, line).
 
     The test runs in a copy of the notebook's namespace: what it defines (a hidden reference
@@ -121,8 +329,10 @@ def run_test_cell(code, namespace):
     globals are the notebook's namespace.  Afterwards the names the *visible* part of the cell defined
     are copied back, exactly as the learner's own notebook (which has only the visible part) has them.
     """
+    locked = LOCKED if locked is None else locked
     _restore_modules()
     _clear_hooks()
+    rebound = locked.check_and_restore(namespace)
     visible, hidden = _split(code)
     try:
         parts = [_compile(visible, "<test-cell>", "exec")]
@@ -137,6 +347,7 @@ def run_test_cell(code, namespace):
     for part in parts:
         used |= _names(part)
     ns = _dict(namespace)
+    start = _dict(namespace)                # what the test starts from: its own bindings are what differs
     for name in used & BUILTIN_NAMES:       # `abs = lambda x: 0` in the notebook does not reach the test
         ns.pop(name, None)
     failure, defined = None, {}
@@ -145,7 +356,7 @@ def run_test_cell(code, namespace):
             _exec(parts[0], ns)
         finally:
             if visible is not None:
-                defined = {k: v for k, v in ns.items() if k != "__builtins__" and namespace.get(k, _MISSING) is not v}
+                defined = {k: v for k, v in ns.items() if k != "__builtins__" and start.get(k, _MISSING) is not v}
         for part in parts[1:]:
             _exec(part, ns)
     except _BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt on timeout, SystemExit too)
@@ -154,9 +365,15 @@ def run_test_cell(code, namespace):
         if name not in BUILTIN_NAMES or name not in used:
             namespace[name] = value
     tampered = _restore_modules() + _clear_hooks()
-    if failure is None and tampered:
+    locked.after_test_cell(defined)
+    during = locked.check_and_restore(namespace)
+    if rebound:
+        failure = ("GraderIntegrityError", locked.message(rebound, "Before this test"), 0)
+    elif failure is None and tampered:
         failure = ("GraderIntegrityError",
                    "the test cell ran with modified Python internals: " + ", ".join(sorted(set(tampered))[:8]), 0)
+    elif failure is None and during:
+        failure = ("GraderIntegrityError", locked.message(during, "While this test ran"), 0)
     return failure
 
 
@@ -175,7 +392,15 @@ def main():
 
         async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                              allow_stdin=False, **kwargs):
-            if _sha256(code.encode("utf-8", "surrogatepass")).hexdigest() not in _TEST_CELLS:
+            digest = _sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
+            if digest in _LOCKED_CELLS:
+                before = LOCKED.before_locked_cell(self._ag_namespace)
+                try:
+                    return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
+                                                    **kwargs)
+                finally:
+                    LOCKED.after_locked_cell(code, self._ag_namespace, before, _LOCKED_CELLS[digest])
+            if digest not in _TEST_CELLS:
                 return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
                                                 **kwargs)
             failure = run_test_cell(code, self._ag_namespace)

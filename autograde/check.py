@@ -13,12 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
 
-from autograde import REPO, assignments, engine, sandbox, scan
-from autograde.classroom import _released
-from autograde.notebook import (identify, load_assignment, normalize, outcomes, read_json_notebook,
-                                source_notebook)
+from autograde import REPO, assignments, engine, pipeline, sandbox, scan
+from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 
 STUDENT = "learner"
 
@@ -59,6 +56,10 @@ def hint(part, outcome, timeout_s):
     if outcome.ename == "NameError":
         return (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
                 f"signatures as given, and make sure every cell above runs without an error.")
+    if outcome.rebound:
+        return (f"your code rebound or changed {outcome.rebound}, which the course's locked cells (setup, given "
+                f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
+                f"ones as they are; the course's version was put back and this test counted as failed.")
     if outcome.ename == "GraderIntegrityError":
         return "the test ran with Python's builtins or hooks modified: remove the code that changes them."
     if outcome.region == "hidden":
@@ -93,27 +94,18 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
                                notebook_timeout=notebook_timeout, quick=quick)
         _prepared_gradebook(course, assignment.name)
-        dest = course.path("submitted", STUDENT, assignment.name)
-        dest.mkdir(parents=True)
-        released = _released(assignment)
+        released = released_notebook(assignment)
         findings = scan.scan(nb, released)
-        normalize(nb, released)
-        nbformat.write(nb, str(dest / f"{assignment.notebook}.ipynb"))
+        pipeline.submit(course, assignment, STUDENT, nb, released)
         how = "sandboxed" if sandboxed else ("not sandboxed" if explicit else
                                              "not sandboxed: bubblewrap is not installed; it is your own code")
         print(f"checking {path.name} against {assignment.name} ({how}) ...", file=out, flush=True)
-        ok, log = course.autograde(assignment.name, STUDENT)
-        record = engine.RUNS.get((STUDENT, assignment.name, assignment.notebook), {})
-        graded = course.path("autograded", STUDENT, assignment.name) / f"{assignment.notebook}.ipynb"
-        if not ok or not graded.exists():
-            errors = [e["message"] for e in record.get("events", []) if e["kind"] == "error"]
-            last = log.strip().splitlines()[-1] if log.strip() else "nbgrader failed"
-            print(f"could not grade the notebook: {errors[0] if errors else last}", file=out)
+        graded = pipeline.grade(course, assignment, STUDENT)
+        if not graded.ok:
+            print(f"could not grade the notebook: {graded.reason}", file=out)
             return None
-        results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
-        with course.gradebook() as gb:
-            sub = gb.find_submission_notebook(assignment.notebook, assignment.name, STUDENT)
-            scores = {g.name: float(g.score or 0) for g in sub.grades}
+        record, results = graded.record, graded.results
+        scores = {gid: score for gid, (score, _, _) in graded.scores.items()}
         timeout_s = course.config.Execute.get("timeout", 30)
         total = 0.0
         for part in assignment.parts:

@@ -27,12 +27,14 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import NOTEBOOKS, assignments, engine, scan
-from autograde.notebook import identify, load_assignment, normalize, outcomes, read_json_notebook, summary
+from autograde import assignments, engine, pipeline, scan
+from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook
+from autograde.outcomes import summary
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
-MAX_COPY_BYTES = 100 * 2**20
+MAX_COPY_BYTES = 100 * 2**20        # a student's other files copied with the notebook (data, not checkpoints)
+DETAIL_LIMIT = 5                     # skipped files and notebooks named in a detail, at most
 CSV_COLUMNS = ["student", "assignment", "part", "grade_ids", "score", "max_score", "autograded_score", "status",
                "detail"]
 
@@ -122,11 +124,11 @@ def discover(root, assignment, released=None):
             else:
                 sub.status = "missing"
                 sub.detail += (f"{len(notebooks)} notebooks and none is named {assignment.notebook}.ipynb: "
-                               f"{', '.join(p.name for p in notebooks[:5])}")
+                               f"{', '.join(p.name for p in notebooks[:DETAIL_LIMIT])}")
         else:
             sub.status, sub.detail = "missing", sub.detail + "no .ipynb file in the submission"
     # pre-checks that need no kernel
-    released = released if released is not None else _released(assignment)
+    released = released if released is not None else released_notebook(assignment)
     for sub in found:
         if sub.status != "ok":
             continue
@@ -146,16 +148,9 @@ def discover(root, assignment, released=None):
     return found
 
 
-def _released(assignment, course=None):
-    """The learner notebook: the fresh release in the work folder if there is one, else notebooks/."""
-    path = NOTEBOOKS / assignment.name / f"{assignment.notebook}.ipynb"
-    if course is not None and (course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb").exists():
-        path = course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb"
-    return nbformat.read(str(path), as_version=4)
-
-
-def _copy_submission(sub, dest, notebook_name):
-    """Copy regular files only (no symlinks: they could point at solutions/) into nbgrader's submitted/."""
+def _copy_files(sub, dest):
+    """Copy the submission's other regular files (no symlinks: they could point at solutions/) into
+    nbgrader's submitted/ folder; the notebook itself goes there through pipeline.submit."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -176,7 +171,6 @@ def _copy_submission(sub, dest, notebook_name):
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target, follow_symlinks=False)
-    shutil.copyfile(sub.notebook, dest / f"{notebook_name}.ipynb", follow_symlinks=False)
     return skipped
 
 
@@ -192,13 +186,6 @@ def _zero_submission(course, assignment, student):
             grade.manual_score = None
             grade.needs_manual_grade = False
         gb.db.commit()
-
-
-def _grades(course, assignment, student):
-    """{grade_id: (score, auto_score, max_score)} from the gradebook."""
-    with course.gradebook() as gb:
-        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
-        return {g.name: (float(g.score or 0), float(g.auto_score or 0), float(g.max_score)) for g in nb.grades}
 
 
 def _flag_path(course, assignment, student):
@@ -272,36 +259,26 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
 
 def grade_one(course, assignment, sub, keep_flagged=False):
     t0 = time.monotonic()
-    name = assignment.notebook
     if sub.status != "ok":
         _zero_submission(course, assignment, sub.student)
         _write_note_feedback(course, assignment, sub.student, sub.status, sub.detail)
         rows = _rows_for(assignment, sub, sub.status, sub.detail)
         return _result(sub, sub.status, sub.detail, rows, t0)
-    dest = course.path("submitted", sub.student, assignment.name)
-    skipped = _copy_submission(sub, dest, name)
+    skipped = _copy_files(sub, course.path("submitted", sub.student, assignment.name))
     notes = [sub.detail.rstrip("; ")] if sub.detail else []
     if skipped:
-        notes.append("not copied: " + ", ".join(skipped[:5]))
+        notes.append("not copied: " + ", ".join(skipped[:DETAIL_LIMIT]))
     if _flag_path(course, assignment, sub.student).exists():
         _set_flag(course, assignment, sub.student, zeroed=False)
-    submitted = dest / f"{name}.ipynb"
-    nb = nbformat.read(str(submitted), as_version=4)
-    repairs = normalize(nb, _released(assignment, course))
-    if repairs:
-        nbformat.write(nb, str(submitted))
-        notes += repairs
-    ok, log = course.autograde(assignment.name, sub.student)
-    record = engine.RUNS.get((sub.student, assignment.name, name), {})
-    graded = course.path("autograded", sub.student, assignment.name) / f"{name}.ipynb"
-    if not ok or not graded.exists():
-        reason = _log_reason(log, record)
+    nb = nbformat.read(str(sub.notebook), as_version=4)
+    notes += pipeline.submit(course, assignment, sub.student, nb, released_notebook(assignment, course))
+    graded = pipeline.grade(course, assignment, sub.student)
+    record, results = graded.record, graded.results
+    if not graded.ok:
         _zero_submission(course, assignment, sub.student)
-        _write_note_feedback(course, assignment, sub.student, "error", reason)
-        detail = "; ".join(notes + [reason])
-        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=log)
-    executed = nbformat.read(str(graded), as_version=4)
-    results = outcomes(executed, assignment, record)
+        _write_note_feedback(course, assignment, sub.student, "error", graded.reason)
+        detail = "; ".join(notes + [graded.reason])
+        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=graded.log)
     status = "ok"
     stop = record.get("stop")
     if stop:
@@ -314,15 +291,16 @@ def grade_one(course, assignment, sub, keep_flagged=False):
         if not keep_flagged:
             status = "flagged"
     _set_flag(course, assignment, sub.student, zeroed=(status == "flagged"))
-    grades = _grades(course, assignment, sub.student)
+    grades = pipeline.scores(course, assignment, sub.student)
     rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
     if status == "flagged":
         record["review"] = ("This submission contains code that tampers with the grader (" +
                             scan.describe(sub.findings, limit=3) + "). Its score is 0 until an instructor "
                             "reviews it.")
+        course.save_run_record(record)           # the feedback reads it
     ok_fb, fb_log = course.feedback(assignment.name, sub.student)
     if not ok_fb:
-        notes.append("feedback failed: " + _log_reason(fb_log, {}))
+        notes.append("feedback failed: " + pipeline.failure_reason(fb_log, {}))
     r = _result(sub, status, "; ".join(dict.fromkeys(n for n in notes if n)), rows, t0)
     r.execute_s = float(record.get("seconds", 0.0))
     return r
@@ -335,14 +313,6 @@ def _result(sub, status, detail, rows, t0, log=""):
                max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
     r.log = log
     return r
-
-
-def _log_reason(log, record):
-    for e in reversed(record.get("events", [])):
-        if e["kind"] == "error":
-            return e["message"]
-    errors = [line for line in log.splitlines() if line.startswith("[ERROR]")]
-    return (errors[0][8:] if errors else "nbgrader failed") [:300]
 
 
 def _write_note_feedback(course, assignment, student, status, detail):
@@ -406,7 +376,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
                            notebook_timeout=notebook_timeout, memory_bytes=memory_bytes, quick=quick)
     course.prepare(assignment_name)
-    subs = discover(submissions, assignment, _released(assignment, course))
+    subs = discover(submissions, assignment, released_notebook(assignment, course))
     print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
           f"{f'; {jobs} in parallel' if jobs > 1 else ''}", file=out, flush=True)
     results = []

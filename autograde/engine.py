@@ -30,16 +30,32 @@ from traitlets import Bool, Integer, List, Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograde import REPO, sandbox
-from autograde.notebook import is_test_cell, sha256
+from autograde import REPO, WORK, put_tools_on_path, sandbox
+from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
+from autograde.outcomes import read_run_record, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
 warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks
-GiB = 2**30
+GiB, MiB = 2**30, 2**20
 SHARED = ("specdec", "data")          # course folders the kernel may read (read-only)
 KERNEL_NAME = "autograde-sandbox"
 NO_HISTORY = "--HistoryManager.hist_file=:memory:"   # the grading run never writes IPython's history
-RUNS = {}                             # (student, assignment, notebook) -> run record of the last execution
+
+# limits of one student's kernel (each can be changed per run through the traits below)
+NOTEBOOK_SECONDS = 600                # wall time of a whole notebook (the slowest solution runs in ~100 s)
+MEMORY_BYTES = 4 * GiB                # address space per process: torch and the shipped pair use ~1.5 GiB
+CGROUP_MEMORY_FACTOR = 1.5            # the cgroup bounds the whole sandbox, which runs a few processes
+CPU_PER_WALL_SECOND = 2               # CPU seconds per wall second of the notebook limit: two busy threads
+CPU_SLACK_SECONDS = 60                # kernel start-up and imports, on top of that
+FILE_BYTES = 256 * MiB                # largest file the kernel may write
+TMP_BYTES = 512 * MiB                 # the kernel's private /tmp
+MAX_PIDS = 256                        # processes and threads of one sandbox (torch starts a pool per core)
+CELL_OUTPUT_BYTES = 1_000_000         # output kept per cell: ample for a plot, not for a 100 MB print
+NOTEBOOK_OUTPUT_BYTES = 10_000_000    # output kept per notebook
+ERROR_TEXT_CHARS = 10_000             # an error message is always kept, cut to this length
+TRACEBACK_LINES = 200                 # and at most this many traceback lines
+EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
+LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
 
 
 def _error_output(ename, evalue):
@@ -57,14 +73,15 @@ class SandboxedExecute(Execute):
     """nbgrader's Execute, with the kernel in the sandbox and the run bounded and recorded."""
 
     use_sandbox = Bool(True, help="run the kernel in bubblewrap (False: plain subprocess)").tag(config=True)
-    notebook_timeout = Integer(600, help="wall seconds for the whole notebook").tag(config=True)
-    memory_bytes = Integer(4 * GiB, help="address-space limit per process of the kernel").tag(config=True)
-    cpu_seconds = Integer(0, help="CPU-time limit of the kernel (0: 2 x notebook_timeout + 60)").tag(config=True)
-    file_bytes = Integer(256 * 2**20, help="largest file the kernel may write").tag(config=True)
-    tmp_bytes = Integer(512 * 2**20, help="size of the kernel's private /tmp").tag(config=True)
-    max_pids = Integer(256, help="processes and threads in one sandbox (cgroup, where available)").tag(config=True)
-    max_output_bytes = Integer(1_000_000, help="output kept per cell (errors are always kept)").tag(config=True)
-    max_total_output_bytes = Integer(10_000_000, help="output kept per notebook").tag(config=True)
+    notebook_timeout = Integer(NOTEBOOK_SECONDS, help="wall seconds for the whole notebook").tag(config=True)
+    memory_bytes = Integer(MEMORY_BYTES, help="address-space limit per process of the kernel").tag(config=True)
+    cpu_seconds = Integer(0, help="CPU-time limit of the kernel (0: derived from notebook_timeout)").tag(config=True)
+    file_bytes = Integer(FILE_BYTES, help="largest file the kernel may write").tag(config=True)
+    tmp_bytes = Integer(TMP_BYTES, help="size of the kernel's private /tmp").tag(config=True)
+    max_pids = Integer(MAX_PIDS, help="processes and threads in one sandbox (cgroup, where available)").tag(config=True)
+    max_output_bytes = Integer(CELL_OUTPUT_BYTES, help="output kept per cell (errors are always kept)").tag(config=True)
+    max_total_output_bytes = Integer(NOTEBOOK_OUTPUT_BYTES, help="output kept per notebook").tag(config=True)
+    record_dir = Unicode("", help="folder for the run records (JSON) that outcomes and feedback read").tag(config=True)
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
@@ -76,7 +93,6 @@ class SandboxedExecute(Execute):
         key = (info.get("student", "?"), info.get("assignment", "?"), info.get("notebook", "?"))
         self._record = {"student": key[0], "assignment": key[1], "notebook": key[2], "events": [], "stop": None,
                         "sandbox": self.use_sandbox, "output_bytes": 0, "exit_code": None}
-        RUNS[key] = self._record
         self._cell_timeout = self.timeout or 0
         self._t0 = time.monotonic()
         self._stopped = None
@@ -109,6 +125,8 @@ class SandboxedExecute(Execute):
                     self._record["stop"]["message"] += " (out of memory: the sandbox's memory limit was reached)"
                 self._cgroups.remove()
             shutil.rmtree(self._run_dir, ignore_errors=True)
+            if self.record_dir:
+                write_run_record(self.record_dir, self._record)
         return nb, resources
 
     def _prepare_kernel(self, nb):
@@ -117,18 +135,21 @@ class SandboxedExecute(Execute):
         (run / "spec" / KERNEL_NAME).mkdir(parents=True)
         self._log_path = run / "kernel.log"
         tests = sorted({sha256(c.source) for c in nb.cells if is_test_cell(c)}) if self.guard else []
+        # locked cells that are not tests (setup, given answers): the kernel records what they bind
+        locked = sorted({f"{sha256(c.source)}:{nbgrader_meta(c).get('grade_id')}" for c in nb.cells
+                         if is_locked_cell(c)}) if self.guard else []
         python = sys.executable
         env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
                "XDG_CACHE_HOME": "/tmp/.cache", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "AUTOGRADE_TEST_CELLS": ",".join(tests)}
+               "AUTOGRADE_TEST_CELLS": ",".join(tests), "AUTOGRADE_LOCKED_CELLS": ",".join(locked)}
         if self.quick:
             env["SPECDEC_QUICK"] = "1"
         for k, v in os.environ.items():          # course settings the instructor exported
             if k.startswith("SPECDEC_") and k not in env:
                 env[k] = v
-        cpu = self.cpu_seconds or 2 * self.notebook_timeout + 60
+        cpu = self.cpu_seconds or CPU_PER_WALL_SECOND * self.notebook_timeout + CPU_SLACK_SECONDS
         limits = {"memory_bytes": self.memory_bytes, "cpu_seconds": cpu, "file_bytes": self.file_bytes}
         cgroup_procs = []
         if self.use_sandbox:
@@ -141,7 +162,7 @@ class SandboxedExecute(Execute):
                                       env=env, tmp_bytes=self.tmp_bytes)
             argv += [python, sandbox.KERNEL_IN_SANDBOX, "-f", "{connection_file}", NO_HISTORY]
             self._cgroups = sandbox.CgroupLimits(f"autograde-{uuid.uuid4().hex[:12]}",
-                                                 int(self.memory_bytes * 1.5), self.max_pids)
+                                                 int(self.memory_bytes * CGROUP_MEMORY_FACTOR), self.max_pids)
             cgroup_procs = self._cgroups.procs
             self._record["cgroups"] = self._cgroups.active
         else:
@@ -151,7 +172,8 @@ class SandboxedExecute(Execute):
         kernelspec = {"argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
                       "display_name": "autograde (sandboxed Python)", "language": "python",
                       "interrupt_mode": "message", "env": {} if self.use_sandbox else
-                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"], "IPYTHONDIR": str(run / "ipython"),
+                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"],
+                       "AUTOGRADE_LOCKED_CELLS": env["AUTOGRADE_LOCKED_CELLS"], "IPYTHONDIR": str(run / "ipython"),
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
@@ -176,7 +198,7 @@ class SandboxedExecute(Execute):
 
     start_new_kernel = run_sync(async_start_new_kernel)
 
-    def _log_tail(self, n=400):
+    def _log_tail(self, n=LOG_TAIL_CHARS):
         try:
             text = self._log_path.read_text(errors="replace")
         except OSError:
@@ -196,11 +218,12 @@ class SandboxedExecute(Execute):
         proc = getattr(getattr(self.km, "provisioner", None), "process", None)
         rc = None
         if proc is not None:
-            for _ in range(20):
+            polls, pause = EXIT_CODE_WAIT
+            for _ in range(polls):
                 rc = proc.poll()
                 if rc is not None:
                     break
-                time.sleep(0.05)
+                time.sleep(pause)
         self._record["exit_code"] = rc
         if rc is None:
             return ""
@@ -263,8 +286,9 @@ class SandboxedExecute(Execute):
             out = super().output(outs, msg, display_id, cell_index)
             if out is not None:
                 # kept whatever the caps (the error decides the grade), but not a 100 MB message
-                out.evalue = str(out.get("evalue", ""))[:10_000]
-                out.traceback = [str(line)[:10_000] for line in list(out.get("traceback", []))[:200]]
+                out.evalue = str(out.get("evalue", ""))[:ERROR_TEXT_CHARS]
+                out.traceback = [str(line)[:ERROR_TEXT_CHARS]
+                                 for line in list(out.get("traceback", []))[:TRACEBACK_LINES]]
                 self._errors.setdefault(cell_index, []).append(out)
             return out
         content = msg.get("content", {})
@@ -294,11 +318,9 @@ def load_course_config():
 class Course:
     """An nbgrader course directory rooted at the repository, with its working state under `work`."""
 
-    def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=600,
-                 memory_bytes=4 * GiB, quick=True, guard=True, extra_config=None):
-        bin_dir = os.path.dirname(sys.executable)           # nbgrader runs `alembic` by name
-        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
+                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None):
+        put_tools_on_path()
         self.config = load_course_config()
         cfg = self.config
         if work is not None:
@@ -309,9 +331,10 @@ class Course:
             cfg.CourseDirectory.feedback_directory = str(work / "feedback")
             cfg.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
         else:
-            work = Path(REPO / "autograde" / "work")
+            work = WORK
             work.mkdir(parents=True, exist_ok=True)
         self.work = work
+        self.records = work / "runs"          # one JSON run record per student, assignment and notebook
         cfg.CourseDirectory.root = str(REPO)
         cfg.CourseDirectory.release_directory = str(work / "release")   # never notebooks/ while grading
         execute = cfg.SandboxedExecute
@@ -320,6 +343,7 @@ class Course:
         execute.memory_bytes = int(memory_bytes)
         execute.quick = quick
         execute.guard = guard
+        execute.record_dir = str(self.records)
         if cell_timeout is not None:
             cfg.Execute.timeout = int(cell_timeout)
         cfg.Autograde.autograde_preprocessors = [
@@ -328,6 +352,7 @@ class Course:
         feedback_pps = list(cfg.GenerateFeedback.get("preprocessors", []))
         cfg.GenerateFeedback.preprocessors = [SanitizeFeedback] + [p for p in feedback_pps
                                                                     if p is not SanitizeFeedback]
+        cfg.SanitizeFeedback.record_dir = str(self.records)
         cfg.HTMLExporter.template_name = "feedback"
         if extra_config:
             cfg.merge(Config(extra_config))
@@ -395,8 +420,16 @@ class Course:
         return self.work / "release" / assignment
 
     def autograde(self, assignment, student):
+        """Run nbgrader's autograde for one student; return (ok, log text)."""
         from nbgrader.converters import Autograde
         return self._run(Autograde, assignment, student, force=True, create_student=True)
+
+    def run_record(self, assignment, student, notebook):
+        """The record the sandboxed kernel's run left (events, stop, seconds ...), or {} if none."""
+        return read_run_record(self.records, student, assignment, notebook)
+
+    def save_run_record(self, record):
+        write_run_record(self.records, record)
 
     def feedback(self, assignment, student):
         from nbgrader.converters import GenerateFeedback

@@ -8,12 +8,12 @@ the grader from trusted facts only: points, and where a test failed (a line of t
 "in the hidden tests").  ClearHiddenTests (run after it) removes the hidden block from the test source.
 """
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Bool
 from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_markdown_cell
+from traitlets import Bool, Unicode
 
-from autograde import engine
-from autograde.notebook import is_test_cell, load_assignment, nbgrader_meta, outcomes, summary
+from autograde.assignment import is_test_cell, load_assignment, nbgrader_meta
+from autograde.outcomes import outcomes, read_run_record, summary
 
 NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
         "see them). Under each graded test you find its result: where a visible check failed, the line that "
@@ -23,11 +23,12 @@ NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced h
 
 class SanitizeFeedback(Preprocessor):
     enabled = Bool(True)
+    record_dir = Unicode("", help="where autograde.engine saved the run records").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
-        key = (info.get("student"), info.get("assignment"), info.get("notebook"))
-        record = engine.RUNS.get(key, {})
+        record = read_run_record(self.record_dir, info.get("student"), info.get("assignment"),
+                                 info.get("notebook")) if self.record_dir else {}
         try:
             assignment = load_assignment(info.get("assignment"))
         except (ValueError, OSError, TypeError):

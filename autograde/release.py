@@ -5,14 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, assignments
+from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, WORK, assignments, tool_env
 
-
-def tool_env():
-    """The environment with this interpreter's bin/ first on PATH (nbgrader calls `alembic` by name)."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
+__all__ = ["release", "publish", "copy_notebook_folder", "tool_env"]
 
 
 def release(names=None, release_dir=None, db_url=None):
@@ -24,6 +19,8 @@ def release(names=None, release_dir=None, db_url=None):
     unknown = sorted(set(names) - set(assignments()))
     if unknown:
         raise ValueError(f"unknown assignment(s) {unknown}; known: {assignments()}")
+    if db_url is None:      # the course's gradebook lives in autograde/work/, absent on a fresh clone
+        WORK.mkdir(parents=True, exist_ok=True)
     for name in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force", "--log-level=WARN"]
         if release_dir is not None:

@@ -7,9 +7,9 @@ import pytest
 
 from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
 from autograde import _kernel as guard
+from autograde.assignment import (hidden_names_used_elsewhere, is_locked_cell, load_assignment, nbgrader_meta,
+                                  normalize, read_json_notebook, source_notebook)
 from autograde.classroom import discover
-from autograde.notebook import (hidden_names_used_elsewhere, load_assignment, normalize, read_json_notebook,
-                                source_notebook)
 from autograde.release import tool_env
 from autograde.scan import findings_in, scan
 
@@ -57,6 +57,29 @@ def test_normalize_restores_tests_and_drops_forged_metadata():
                                                  for c in released.cells) if i]
     assert "nbgrader" not in nb.cells[0].metadata
     assert any("restored 4" in n for n in notes) and any("not_a_test" in n for n in notes)
+
+
+def test_normalize_puts_back_a_deleted_setup_cell_where_it_was():
+    released = nbformat.read(str(LEARNER), as_version=4)
+    nb = nbformat.read(str(LEARNER), as_version=4)
+    setup_at = next(i for i, c in enumerate(nb.cells) if is_locked_cell(c))
+    nb.cells[setup_at].source = "import numpy as np  # my own set-up"
+    del nb.cells[setup_at].metadata["nbgrader"]                   # metadata stripped: no longer the locked cell
+    notes = normalize(nb, released)
+    restored = [i for i, c in enumerate(nb.cells) if is_locked_cell(c)]
+    assert restored == [0], restored                             # on top: it runs before everything
+    assert nb.cells[0].source == released.cells[setup_at].source
+    assert any("restored 1" in n and "setup" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_every_setup_cell_is_locked(name):
+    """nbgrader restores a locked cell's source at autograde; the guard records what it binds."""
+    nb = nbformat.read(str(source_notebook(name)), as_version=4)
+    setup = [c for c in nb.cells if c.cell_type == "code" and "setup" in c.metadata.get("tags", [])]
+    assert setup, f"{name}: no setup cell"
+    assert all(is_locked_cell(c) for c in setup), f"{name}: a setup cell is not an nbgrader locked cell"
+    assert is_locked_cell(setup[0]) and nbgrader_meta(setup[0])["grade_id"] == "setup"
 
 
 # ------------------------------------------------------------------------------------------- scan

@@ -1,4 +1,5 @@
-"""What an assignment grades (parts, test cells, hints) and what happened to each test cell in a run."""
+"""The assignment model: what an assignment grades (parts, test cells, locked cells, hints), read from its
+source notebook, and the repairs a submitted notebook gets before nbgrader sees it."""
 import ast
 import hashlib
 import json
@@ -8,16 +9,10 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import SOLUTIONS
+from autograde import NOTEBOOKS, SOLUTIONS
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
 PART_HEADER = re.compile(r"^#{1,6}\s*(Part\s+[A-Za-z0-9]+)\b[^:]*:?\s*(.*)$", re.MULTILINE)
-TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
-# exception names the feedback may repeat (anything else is reported as "an exception")
-KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
-KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
-ModuleNotFoundError KeyboardInterrupt SystemExit UnboundLocalError SyntaxError IndentationError
-StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError CellTimeoutError""".split())
 
 
 def nbgrader_meta(cell):
@@ -27,6 +22,13 @@ def nbgrader_meta(cell):
 def is_test_cell(cell):
     meta = nbgrader_meta(cell)
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_locked_cell(cell):
+    """A locked code cell that is not a test: the setup cell, or a given cell restating earlier answers."""
+    meta = nbgrader_meta(cell)
+    return (cell.get("cell_type") == "code" and bool(meta.get("locked")) and not meta.get("grade")
+            and not meta.get("solution"))
 
 
 def sha256(text):
@@ -91,12 +93,6 @@ class Assignment:
     def points(self):
         return sum(p.points for p in self.parts)
 
-    def part_of(self, grade_id):
-        for p in self.parts:
-            if grade_id in p.grade_ids:
-                return p
-        return None
-
     def test(self, grade_id):
         for t in self.tests:
             if t.grade_id == grade_id:
@@ -123,6 +119,17 @@ def source_notebook(name):
     if len(found) != 1:
         raise ValueError(f"assignment {name}: expected one notebook in solutions/{name}/, found {len(found)}")
     return found[0]
+
+
+def released_notebook(assignment, course=None):
+    """The learner notebook of an assignment: the fresh release in a course's work folder if there is one
+    (the class run releases before grading), else the committed one in notebooks/."""
+    path = NOTEBOOKS / assignment.name / f"{assignment.notebook}.ipynb"
+    if course is not None:
+        fresh = course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb"
+        if fresh.exists():
+            path = fresh
+    return nbformat.read(str(path), as_version=4)
 
 
 def load_assignment(name):
@@ -169,99 +176,6 @@ def identify(nb, candidates):
     return sorted(scores, key=lambda n: -scores[n])
 
 
-# ------------------------------------------------------------------------------ outcome of a test cell
-@dataclass
-class Outcome:
-    """What happened to one graded test cell, from trusted facts only.
-
-    kind: passed | failed | timeout | not_run | crash | missing
-    line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
-    """
-    grade_id: str
-    kind: str
-    ename: str = ""
-    line: int = 0
-    region: str = ""
-    evalue: str = ""               # the kernel's message: student-influenced, never shown in feedback
-    note: str = ""                 # the grader's own explanation (timeouts, crashes)
-
-    @property
-    def passed(self):
-        return self.kind == "passed"
-
-
-def _error_outputs(cell):
-    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-
-
-def outcomes(executed_nb, assignment, record):
-    """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
-
-    `record` is the grader's run record (autograde.engine.SandboxedExecute): which cells timed out,
-    were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
-    for those facts.
-    """
-    cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
-    timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
-    stop = record.get("stop") or {}
-    result = {}
-    for test in assignment.tests:
-        if test.grade_id not in cells:
-            result[test.grade_id] = Outcome(test.grade_id, "missing", note="the test cell was not in the graded notebook")
-            continue
-        index, cell = cells[test.grade_id]
-        errors = _error_outputs(cell)
-        if stop and index > stop.get("cell", 10**9):
-            result[test.grade_id] = Outcome(test.grade_id, "not_run", note=stop.get("message", ""))
-            continue
-        if stop and index == stop.get("cell") and stop.get("kind") == "crash":
-            result[test.grade_id] = Outcome(test.grade_id, "crash", note=stop.get("message", ""))
-            continue
-        if index in timeouts or (stop and index == stop.get("cell") and stop.get("kind") == "timeout"):
-            result[test.grade_id] = Outcome(test.grade_id, "timeout", ename="KeyboardInterrupt",
-                                            note=f"the test did not finish within the time limit")
-            continue
-        if not errors:
-            result[test.grade_id] = Outcome(test.grade_id, "passed")
-            continue
-        err = errors[0]
-        ename = err.get("ename", "")
-        line = 0
-        for text in err.get("traceback", []):
-            m = TEST_LINE.search(text)
-            if m:
-                line = int(m.group(1))
-                break
-        region = ""
-        if line:
-            region = "visible" if line <= test.visible_lines else "hidden"
-        result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
-                                        line=line, region=region, evalue=str(err.get("evalue", ""))[:500])
-    return result
-
-
-def summary(test, outcome, points=None):
-    """One trusted sentence about a test cell, safe to show a learner (no hidden source, no kernel text)."""
-    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
-    if outcome.kind == "passed":
-        return f"passed{pts}"
-    if outcome.kind == "failed":
-        if outcome.region == "visible":
-            return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
-                    f"{test.line(outcome.line)}")
-        if outcome.region == "hidden":
-            return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
-                    f"not shown: other models, hardware, random values, bad input)")
-        return f"failed{pts}: {outcome.ename}"
-    if outcome.kind == "timeout":
-        return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
-    if outcome.kind == "crash":
-        return f"failed{pts}: the kernel died while this test ran"
-    if outcome.kind == "not_run":
-        return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
-    return f"failed{pts}: {outcome.note}"
-
-
 def read_json_notebook(path):
     """nbformat notebook from a file, or raise ValueError with a one-line reason."""
     try:
@@ -289,8 +203,9 @@ def normalize(nb, released):
     nbgrader 0.9.6 crashes on some damaged metadata (a duplicated test cell; a test cell whose solution
     cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: metadata with
     an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
-    nbgrader's DeduplicateIds does); and every test cell the submission lacks is put back from the
-    released notebook, after the nearest cell that precedes it in the release (else at the end).
+    nbgrader's DeduplicateIds does); and every test cell and locked cell (setup, given answers) the submission lacks is put back from the
+    released notebook, after the nearest cell that precedes it in the release (else a locked cell at the
+    top, a test cell at the end).
     nbgrader then overwrites every test cell's source, type and points from the gradebook.
     """
     import copy
@@ -318,7 +233,7 @@ def normalize(nb, released):
         seen.add(gid)
     restored = []
     for pos, gid in enumerate(order):
-        if not is_test_cell(known[gid]):
+        if not (is_test_cell(known[gid]) or is_locked_cell(known[gid])):
             continue
         present = {nbgrader_meta(c).get("grade_id"): i for i, c in enumerate(nb.cells)}
         if gid in present:
@@ -326,10 +241,12 @@ def normalize(nb, released):
         anchors = [present[g] for g in order[:pos] if g in present]
         cell = copy.deepcopy(known[gid])
         cell["id"] = uuid.uuid4().hex[:12]
-        nb.cells.insert(max(anchors) + 1 if anchors else len(nb.cells), cell)
+        # after the nearest known cell that precedes it in the release; with none, a locked cell (the setup
+        # cell) goes to the top, where it runs before everything, and a test cell to the end
+        nb.cells.insert(max(anchors) + 1 if anchors else (0 if is_locked_cell(cell) else len(nb.cells)), cell)
         restored.append(gid)
     if restored:
-        notes.append(f"restored {len(restored)} missing test cell(s): {', '.join(restored)}")
+        notes.append(f"restored {len(restored)} missing test or locked cell(s): {', '.join(restored)}")
     ids = set()
     for cell in nb.cells:
         if not cell.get("id") or cell["id"] in ids:

@@ -1,0 +1,141 @@
+"""What happened to each graded test cell in a run, from trusted facts only, and the sentence a learner
+may see about it."""
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from autograde.assignment import is_test_cell, nbgrader_meta
+
+TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
+# the guard's own message when a student's cell rebound what a locked cell defines (autograde/_kernel.py)
+REBOUND = re.compile(r"had rebound or changed what those cells define and the tests rely on: "
+                     r"([A-Za-z0-9_., ()]+?)(?: \.\.\.)?(?: \(defined in [A-Za-z0-9_, -]+\))?\. The course's objects")
+# exception names the feedback may repeat (anything else is reported as "an exception")
+KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
+KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
+ModuleNotFoundError KeyboardInterrupt SystemExit UnboundLocalError SyntaxError IndentationError
+StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError CellTimeoutError""".split())
+
+
+@dataclass
+class Outcome:
+    """What happened to one graded test cell, from trusted facts only.
+
+    kind: passed | failed | timeout | not_run | crash | missing
+    line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
+    """
+    grade_id: str
+    kind: str
+    ename: str = ""
+    line: int = 0
+    region: str = ""
+    evalue: str = ""               # the kernel's message: student-influenced, never shown in feedback
+    note: str = ""                 # the grader's own explanation (timeouts, crashes)
+    rebound: str = ""              # what a student's cell rebound that a locked cell defines (the guard says)
+
+    @property
+    def passed(self):
+        return self.kind == "passed"
+
+
+def _error_outputs(cell):
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def outcomes(executed_nb, assignment, record):
+    """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
+
+    `record` is the grader's run record (autograde.engine.SandboxedExecute): which cells timed out,
+    were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
+    for those facts.
+    """
+    cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
+    timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
+    stop = record.get("stop") or {}
+    result = {}
+    for test in assignment.tests:
+        if test.grade_id not in cells:
+            result[test.grade_id] = Outcome(test.grade_id, "missing", note="the test cell was not in the graded notebook")
+            continue
+        index, cell = cells[test.grade_id]
+        errors = _error_outputs(cell)
+        if stop and index > stop.get("cell", 10**9):
+            result[test.grade_id] = Outcome(test.grade_id, "not_run", note=stop.get("message", ""))
+            continue
+        if stop and index == stop.get("cell") and stop.get("kind") == "crash":
+            result[test.grade_id] = Outcome(test.grade_id, "crash", note=stop.get("message", ""))
+            continue
+        if index in timeouts or (stop and index == stop.get("cell") and stop.get("kind") == "timeout"):
+            result[test.grade_id] = Outcome(test.grade_id, "timeout", ename="KeyboardInterrupt",
+                                            note=f"the test did not finish within the time limit")
+            continue
+        if not errors:
+            result[test.grade_id] = Outcome(test.grade_id, "passed")
+            continue
+        err = errors[0]
+        ename = err.get("ename", "")
+        line = 0
+        for text in err.get("traceback", []):
+            m = TEST_LINE.search(text)
+            if m:
+                line = int(m.group(1))
+                break
+        region = ""
+        if line:
+            region = "visible" if line <= test.visible_lines else "hidden"
+        evalue = str(err.get("evalue", ""))
+        rebound = REBOUND.search(evalue) if ename == "GraderIntegrityError" else None
+        result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
+                                        line=line, region=region, evalue=evalue[:500],
+                                        rebound=rebound.group(1) if rebound else "")
+    return result
+
+
+def summary(test, outcome, points=None):
+    """One trusted sentence about a test cell, safe to show a learner (no hidden source, no kernel text)."""
+    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
+    if outcome.kind == "passed":
+        return f"passed{pts}"
+    if outcome.kind == "failed":
+        if outcome.rebound:
+            return (f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked "
+                    f"cells define and the tests rely on; the course's version was put back and this test counts "
+                    f"as failed (give your own helpers new names)")
+        if outcome.region == "visible":
+            return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
+                    f"{test.line(outcome.line)}")
+        if outcome.region == "hidden":
+            return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
+                    f"not shown: other models, hardware, random values, bad input)")
+        return f"failed{pts}: {outcome.ename}"
+    if outcome.kind == "timeout":
+        return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
+    if outcome.kind == "crash":
+        return f"failed{pts}: the kernel died while this test ran"
+    if outcome.kind == "not_run":
+        return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
+    return f"failed{pts}: {outcome.note}"
+
+
+# ------------------------------------------------------------------------------------------ run records
+def run_record_path(folder, student, assignment, notebook):
+    return Path(folder) / str(student) / str(assignment) / f"{notebook}.json"
+
+
+def write_run_record(folder, record):
+    """Save one run record (autograde.engine.SandboxedExecute writes it; the classroom adds `review`)."""
+    path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+    return path
+
+
+def read_run_record(folder, student, assignment, notebook):
+    """The run record of the last execution of this notebook, or {} if there is none."""
+    try:
+        return json.loads(run_record_path(folder, student, assignment, notebook).read_text())
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,73 @@
+"""The one grading path that `check` (a learner) and `class` (an instructor) share.
+
+    submit()  repair the submission's nbgrader metadata (autograde.assignment.normalize) and write it
+              where nbgrader expects it: COURSE/submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb;
+    grade()   run nbgrader's autograde with the sandboxed kernel, then read back what happened: the
+              kernel's run record, the outcome of each test cell, and the scores in the gradebook.
+
+Everything a caller needs comes back in one `Graded` record; nothing is kept in module state.
+"""
+from dataclasses import dataclass, field
+
+import nbformat
+
+from autograde.assignment import normalize
+from autograde.outcomes import outcomes
+
+REASON_CHARS = 300            # a grader failure is reported in one line of at most this length
+
+
+@dataclass
+class Graded:
+    """What grading one submission gave."""
+    student: str
+    ok: bool                                        # nbgrader wrote an autograded notebook
+    record: dict = field(default_factory=dict)      # the kernel's run record (events, stop, seconds ...)
+    results: dict = field(default_factory=dict)     # {grade_id: autograde.outcomes.Outcome}
+    scores: dict = field(default_factory=dict)      # {grade_id: (score, auto_score, max_score)}
+    log: str = ""                                   # nbgrader's log of the run
+    reason: str = ""                                # why it could not be graded (ok is False)
+
+    @property
+    def points(self):
+        return sum(s for s, _, _ in self.scores.values())
+
+
+def submit(course, assignment, student, nb, released):
+    """Write notebook `nb` as `student`'s submission after repairing its metadata; return the repair notes.
+
+    Other files of the submission, if any, are the caller's to copy into the same folder first.
+    """
+    dest = course.path("submitted", student, assignment.name)
+    dest.mkdir(parents=True, exist_ok=True)
+    notes = normalize(nb, released)
+    nbformat.write(nb, str(dest / f"{assignment.notebook}.ipynb"))
+    return notes
+
+
+def scores(course, assignment, student):
+    """{grade_id: (score, auto_score, max_score)} of one student's notebook in the gradebook."""
+    with course.gradebook() as gb:
+        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        return {g.name: (float(g.score or 0), float(g.auto_score or 0), float(g.max_score)) for g in nb.grades}
+
+
+def failure_reason(log, record):
+    """One line: why nbgrader could not grade a submission (the grader's own event first, else its log)."""
+    for event in reversed(record.get("events", [])):
+        if event["kind"] == "error":
+            return event["message"][:REASON_CHARS]
+    errors = [line for line in log.splitlines() if line.startswith("[ERROR]")]
+    return (errors[0][len("[ERROR] "):] if errors else "nbgrader failed")[:REASON_CHARS]
+
+
+def grade(course, assignment, student):
+    """Autograde `student`'s submitted notebook; return a Graded record."""
+    ok, log = course.autograde(assignment.name, student)
+    record = course.run_record(assignment.name, student, assignment.notebook)
+    graded = course.path("autograded", student, assignment.name) / f"{assignment.notebook}.ipynb"
+    if not ok or not graded.exists():
+        return Graded(student, False, record=record, log=log, reason=failure_reason(log, record))
+    results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
+    return Graded(student, True, record=record, results=results, scores=scores(course, assignment, student),
+                  log=log)

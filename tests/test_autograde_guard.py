@@ -1,0 +1,143 @@
+"""The kernel's guard (autograde/_kernel.py), in-process: what the course's locked cells bind stays what the
+tests see, whatever form the rebinding takes; correct code that uses new names is untouched."""
+import builtins
+
+import pytest
+
+from autograde import _kernel as guard
+
+SETUP = '''import math
+import numpy as np
+from specdec.decoding import ForwardCounter, greedy_generate
+from specdec.tables import Hardware
+hardware = {"H100": Hardware("H100", 80e9, 3.35e12, 989.4e12, True, "datasheet")}
+limits = [1, 2, 3]
+
+
+class Model:
+    def step(self):
+        return "real"
+
+
+model = Model()
+'''
+TEST = '''assert greedy_generate.__module__ == "specdec.decoding", "rule: reference"
+assert ForwardCounter.__module__ == "specdec.decoding", "rule: counter"
+assert hardware["H100"].bandwidth_bytes_per_s == 3.35e12, "rule: data"
+assert limits == [1, 2, 3], "rule: data"
+assert model.step() == "real", "rule: method"
+'''
+
+
+def _notebook(student):
+    """Run the locked setup cell, then the student's cell, as the kernel would; return (namespace, locked)."""
+    locked = guard.LockedBindings(packages=("specdec",))
+    ns = {"__builtins__": builtins, "__name__": "__main__"}
+    before = locked.before_locked_cell(ns)
+    exec(compile(SETUP, "<setup>", "exec"), ns)
+    locked.after_locked_cell(SETUP, ns, before, "setup")
+    exec(compile(student, "<student>", "exec"), ns)
+    return ns, locked
+
+
+FORMS = {
+    "assignment": "greedy_generate = lambda *args, **kwargs: None",
+    "def": "def greedy_generate(model, prompt, n):\n    return prompt",
+    "class": "class ForwardCounter:\n    calls = 0\n    def __init__(self, model): pass\n"
+             "    def __enter__(self): return self\n    def __exit__(self, *a): return False",
+    "import as": "import random as greedy_generate",
+    "from-import of another object": "from specdec.decoding import sample as greedy_generate",
+    "globals()[...]": "globals()['greedy_generate'] = print",
+    "global inside a function": "def _cheat():\n    global ForwardCounter\n    ForwardCounter = object\n_cheat()",
+    "module attribute": "import specdec.decoding\nspecdec.decoding.greedy_generate = print",
+    "class attribute": "ForwardCounter.__exit__ = lambda *a: True",
+    "data contents": "hardware['H100'] = Hardware('H100', 80e9, 99e12, 989.4e12, True, 'mine')",
+    "list contents": "limits.append(4)",
+    "instance method": "model.step = lambda: 'real'",
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_rebinding_fails_the_test_and_is_undone(form):
+    import specdec.decoding
+    real = specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")
+    ns, locked = _notebook(FORMS[form])
+    failure = guard.run_test_cell(TEST, ns, locked)
+    assert failure is not None and failure[0] == "GraderIntegrityError", (form, failure)
+    assert "Before this test" in failure[1] and "new names" in failure[1], failure
+    # everything is back: the next test passes, and the package is as it was
+    assert guard.run_test_cell(TEST, ns, locked) is None
+    assert (specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")) == real
+
+
+def test_the_message_names_what_was_rebound_and_where_it_was_defined():
+    ns, locked = _notebook("greedy_generate = None")
+    failure = guard.run_test_cell("pass", ns, locked)
+    assert "greedy_generate" in failure[1] and "(defined in setup)" in failure[1], failure
+
+
+def test_rebinding_while_a_test_runs_fails_that_test():
+    student = "def answer():\n    global greedy_generate\n    greedy_generate = print\n    return 1\n"
+    ns, locked = _notebook(student)
+    failure = guard.run_test_cell("assert answer() == 1", ns, locked)
+    assert failure is not None and failure[0] == "GraderIntegrityError" and "While this test ran" in failure[1]
+    assert ns["greedy_generate"].__module__ == "specdec.decoding"
+
+
+CORRECT = {
+    "the same objects imported again": "import math\nimport numpy as np\n"
+                                       "from specdec.decoding import ForwardCounter, greedy_generate",
+    "helpers under new names": "def my_greedy(model, prompt, n):\n    return greedy_generate(model, prompt, n)\n"
+                               "local_limits = list(limits) + [4]\nmy_hw = dict(hardware)\nmy_hw['X'] = 1",
+    "local variables that shadow nothing global": "def f(hardware, limits):\n    hardware = {}\n    return limits",
+    "calling the given objects": "counted = model.step()\nsize = len(limits)",
+}
+
+
+@pytest.mark.parametrize("case", CORRECT)
+def test_correct_code_is_untouched(case):
+    ns, locked = _notebook(CORRECT[case])
+    assert guard.run_test_cell(TEST, ns, locked) is None
+
+
+def test_a_test_cell_may_rebind_a_given_name_itself():
+    ns, locked = _notebook("")
+    assert guard.run_test_cell("limits = [9]\nassert limits == [9]", ns, locked) is None
+    assert ns["limits"] == [9]
+    assert guard.run_test_cell("assert limits == [9]", ns, locked) is None
+
+
+def test_a_later_locked_cell_may_rebind_a_given_name():
+    ns, locked = _notebook("")
+    before = locked.before_locked_cell(ns)
+    exec("limits = (5,)", ns)
+    locked.after_locked_cell("limits = (5,)", ns, before, "given")
+    assert guard.run_test_cell("assert limits == (5,)", ns, locked) is None
+
+
+def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_with_it():
+    """The two submissions of tests/adversarial/cases04.py, against the real setup cell and test cells: the
+    guard without a record of the locked cell (as before) lets them pass; with the record they fail."""
+    import nbformat
+
+    from adversarial import cases04
+    nb = nbformat.read(str(cases04.SOLUTION), as_version=4)
+    setup = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+    tests = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade")}
+    verify = cases04.solution_answers()["verify"]
+    for answer, test in ((cases04.REBIND_REFERENCE, "test_speculative_generate_greedy"),
+                         (cases04.REBIND_COUNTER, "test_speculative_generate_stats")):
+        verdicts = []
+        for record in (False, True):
+            locked = guard.LockedBindings(packages=("specdec",))
+            ns = {"__builtins__": builtins, "__name__": "__main__"}
+            before = locked.before_locked_cell(ns)
+            exec(compile(setup, "<setup>", "exec"), ns)
+            if record:
+                locked.after_locked_cell(setup, ns, before, "setup")
+            exec(compile(verify, "<verify>", "exec"), ns)
+            exec(compile(answer, "<answer>", "exec"), ns)
+            verdicts.append(guard.run_test_cell(tests[test], ns, locked))
+        assert verdicts[0] is None, f"{test}: the cheat should pass without the record: {verdicts[0]}"
+        assert verdicts[1] is not None and verdicts[1][0] == "GraderIntegrityError", verdicts[1]

@@ -1,0 +1,63 @@
+"""Grading integrity on assignment 04, through the real tool (`python -m autograde class`, sandboxed):
+submissions that rebind what a test trusts lose the parts they target, and correct answers written
+differently from the solution keep full marks.  One class run, two at a time (tests/adversarial/cases04.py)."""
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from adversarial import cases04
+from autograde import REPO, sandbox, tool_env
+
+pytestmark = pytest.mark.timeout(900)
+REPORT = REPO / "tests" / "artifacts" / "integrity_report.md"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    ok, why = sandbox.bwrap_status()
+    assert ok, f"the integrity suite needs the sandbox: {why}"
+    root = tmp_path_factory.mktemp("integrity")
+    expect = cases04.build(root / "subs")
+    done = subprocess.run([sys.executable, "-m", "autograde", "class", cases04.A, str(root / "subs"),
+                           "--work", str(root / "work"), "--jobs", "2", "--cell-timeout", "60"],
+                          capture_output=True, text=True, env=tool_env(), cwd="/")
+    rows = {}
+    with open(root / "work" / f"grades_{cases04.A}.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            rows.setdefault(row["student"], {})[row["part"]] = row
+    return {"expect": expect, "done": done, "rows": rows}
+
+
+def test_the_class_run_grades_every_case(run):
+    assert set(run["rows"]) == set(run["expect"]), run["done"].stdout[-3000:] + run["done"].stderr[-3000:]
+    assert "consistent with the grades" in run["done"].stdout
+
+
+@pytest.mark.parametrize("student", ["rebind_reference", "rebind_counter", "loop_verify",
+                                     "no_cache_decoder"])
+def test_case_gets_its_score_and_status(run, student):
+    expect, parts = run["expect"][student], run["rows"][student]
+    total = parts["total"]
+    assert (float(total["score"]), total["status"]) == (expect.score, expect.status), (student, expect.what, parts)
+    details = " ".join(row["detail"] for row in parts.values())
+    assert all(d in details for d in expect.detail), (student, details)
+
+
+def test_rebinding_costs_the_part_it_targets(run):
+    for student in ("rebind_reference", "rebind_counter"):
+        part_b = next(row for part, row in run["rows"][student].items() if part.startswith("Part B"))
+        assert "test_speculative_generate_greedy: failed" in part_b["detail"], part_b
+        assert "rebound or changed" in part_b["detail"] and "new names" in part_b["detail"], part_b
+
+
+def test_write_report(run):
+    """tests/artifacts/integrity_report.md: case -> score and status (docs/grading.md quotes it)."""
+    lines = ["| case | what it does | score | status |", "|---|---|---|---|"]
+    for student, expect in run["expect"].items():
+        total = run["rows"][student]["total"]
+        lines.append(f"| {student} | {expect.what} | {total['score']}/{total['max_score']} | {total['status']} |")
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text("\n".join(lines) + "\n")
+    assert REPORT.read_text().count("\n") == len(run["expect"]) + 2
