@@ -35,3 +35,14 @@ def tool_env(env=None):
 def put_tools_on_path():
     """Make this process's PATH the one tool_env() gives (for converters nbgrader runs in-process)."""
     os.environ["PATH"] = tool_env()["PATH"]
+
+
+def cache_dir():
+    """Where the grading tool caches prepared gradebooks and preflight results (per user)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "speculative-decoding-autograde"
+
+
+def grading_sources():
+    """Which course package and data the kernels import and read (always this checkout's)."""
+    return f"course package {REPO / 'specdec'}, data {REPO / 'data'}"

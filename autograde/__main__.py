@@ -53,6 +53,9 @@ def main(argv=None):
     cls.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     cls.add_argument("--keep-flagged", action="store_true",
                      help="keep the autograded score of flagged submissions (default: 0, for review)")
+    cls.add_argument("--skip-preflight", action="store_true",
+                     help="do not grade the solution first (it checks that this environment can grade; a "
+                          "passing check is cached); failures of the course's own code still show as `error`")
     cls.add_argument("--no-sandbox", action="store_true",
                      help="DANGEROUS: run student code unconfined (only for trusted notebooks)")
     limits(cls, 600)
@@ -77,7 +80,8 @@ def main(argv=None):
         results, _, problems = grade_class(
             args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,
             notebook_timeout=args.notebook_timeout, memory_bytes=_size(args.memory), sandboxed=not args.no_sandbox,
-            quick=not args.full, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs))
+            quick=not args.full, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs),
+            check_solution=not args.skip_preflight)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,6 @@ in the learner's folder is changed.  Prints points per part and, for each part t
 test that failed, the visible line where it failed (hidden tests stay hidden) and a hint.
 """
 import hashlib
-import os
 import shutil
 import sys
 import tempfile
@@ -14,15 +13,10 @@ import time
 from pathlib import Path
 
 
-from autograde import REPO, assignments, engine, pipeline, sandbox, scan
+from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
 from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 
 STUDENT = "learner"
-
-
-def _cache_dir():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "speculative-decoding-autograde"
 
 
 def _prepared_gradebook(course, name):
@@ -30,7 +24,7 @@ def _prepared_gradebook(course, name):
     import nbgrader
     key = hashlib.sha256(source_notebook(name).read_bytes() + (REPO / "nbgrader_config.py").read_bytes()
                          + nbgrader.__version__.encode()).hexdigest()[:16]
-    cached = _cache_dir() / f"{name}-{key}.db"
+    cached = cache_dir() / f"{name}-{key}.db"
     target = course.work / "gradebook.db"
     if cached.exists():
         shutil.copyfile(cached, target)
@@ -99,10 +93,15 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         pipeline.submit(course, assignment, STUDENT, nb, released)
         how = "sandboxed" if sandboxed else ("not sandboxed" if explicit else
                                              "not sandboxed: bubblewrap is not installed; it is your own code")
-        print(f"checking {path.name} against {assignment.name} ({how}) ...", file=out, flush=True)
-        graded = pipeline.grade(course, assignment, STUDENT)
+        print(f"checking {path.name} against {assignment.name} ({how}; {grading_sources()}) ...", file=out,
+              flush=True)
+        graded = pipeline.grade(course, assignment, STUDENT, released)
         if not graded.ok:
             print(f"could not grade the notebook: {graded.reason}", file=out)
+            return None
+        if graded.course_failure:
+            print(f"could not grade the notebook: {graded.course_failure}. Your code is not the cause: set up the "
+                  f"course again (make lab, or make test) and check again.", file=out)
             return None
         record, results = graded.record, graded.results
         scores = {gid: score for gid, (score, _, _) in graded.scores.items()}

@@ -14,21 +14,25 @@ Status of a row (the CSV's `status` column) tells a real zero from everything el
   corrupt           the file is not a readable notebook (truncated JSON, not UTF-8 ...)
   missing           no notebook in the student's submission
   wrong_assignment  the notebook belongs to another assignment
-  error             the grader itself failed on this submission (see the detail and the log)
+  error             the grader, or the course's own code, failed on this submission: no score is recorded
+                    (the gradebook marks it for manual grading), the detail says why, the exit code is 1
 """
 import csv
+import hashlib
 import html
 import re
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from autograde import assignments, engine, pipeline, scan
-from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook
+from autograde import REPO, WORK, assignments, cache_dir, engine, grading_sources, pipeline, scan
+from autograde.assignment import (identify, is_test_cell, load_assignment, read_json_notebook, released_notebook,
+                                  source_notebook)
 from autograde.outcomes import summary
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
@@ -188,6 +192,20 @@ def _zero_submission(course, assignment, student):
         gb.db.commit()
 
 
+def _hold_for_manual_grading(course, assignment, student):
+    """A submission the grader could not grade (not the student's fault): no score at all, and every grade
+    cell waits for an instructor in formgrader, instead of a 0 that looks like the student's."""
+    with course.gradebook() as gb:
+        gb.update_or_create_student(student)
+        gb.update_or_create_submission(assignment.name, student)
+        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        for grade in nb.grades:
+            grade.auto_score = None
+            grade.manual_score = None
+            grade.needs_manual_grade = True
+        gb.db.commit()
+
+
 def _flag_path(course, assignment, student):
     return course.work / "flagged" / assignment.name / student
 
@@ -233,6 +251,7 @@ def check_gradebook(course, assignment, results):
 
 # ----------------------------------------------------------------------------------------- grading
 def _rows_for(assignment, sub, status, detail, grades=None, results=None, record=None):
+    """CSV rows, one per part. A submission with status `error` gets no score (None), not a 0."""
     rows, notebook_status = [], status
     for part in assignment.parts:
         score = autograded = 0.0
@@ -250,9 +269,11 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
             if not out.passed:
                 notes.append(f"{test.grade_id}: {summary(test, out)}".replace("\n    ", " | "))
         part_status = notebook_status if notebook_status != "ok" else worst(statuses)
+        ungraded = notebook_status == "error"
         rows.append({"part": f"{part.label}: {part.title}" if part.title else part.label,
-                     "grade_ids": " ".join(part.grade_ids), "score": score, "max_score": part.points,
-                     "autograded_score": autograded, "status": part_status,
+                     "grade_ids": " ".join(part.grade_ids), "score": None if ungraded else score,
+                     "max_score": part.points, "autograded_score": None if ungraded else autograded,
+                     "status": part_status,
                      "detail": detail if notebook_status != "ok" else "; ".join(notes)})
     return rows
 
@@ -271,14 +292,17 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     if _flag_path(course, assignment, sub.student).exists():
         _set_flag(course, assignment, sub.student, zeroed=False)
     nb = nbformat.read(str(sub.notebook), as_version=4)
-    notes += pipeline.submit(course, assignment, sub.student, nb, released_notebook(assignment, course))
-    graded = pipeline.grade(course, assignment, sub.student)
+    released = released_notebook(assignment, course)
+    notes += pipeline.submit(course, assignment, sub.student, nb, released)
+    graded = pipeline.grade(course, assignment, sub.student, released)
     record, results = graded.record, graded.results
-    if not graded.ok:
-        _zero_submission(course, assignment, sub.student)
-        _write_note_feedback(course, assignment, sub.student, "error", graded.reason)
-        detail = "; ".join(notes + [graded.reason])
+    failure = graded.reason if not graded.ok else graded.course_failure
+    if failure:
+        _hold_for_manual_grading(course, assignment, sub.student)
+        _write_note_feedback(course, assignment, sub.student, "error", failure)
+        detail = "; ".join(notes + [failure])
         return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=graded.log)
+    notes += graded.locked_notes
     status = "ok"
     stop = record.get("stop")
     if stop:
@@ -309,7 +333,7 @@ def grade_one(course, assignment, sub, keep_flagged=False):
 def _result(sub, status, detail, rows, t0, log=""):
     total_status = worst([status] + [r["status"] for r in rows])
     r = Result(student=sub.student, status=total_status, detail=detail,
-               score=sum(x["score"] for x in rows), autograded=sum(x["autograded_score"] for x in rows),
+               score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
                max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
     r.log = log
     return r
@@ -324,6 +348,10 @@ def _write_note_feedback(course, assignment, student, status, detail):
         f"<p>{html.escape(detail)}</p><p>Score: 0 / {assignment.points:g}</p></body></html>")
 
 
+def _number(x):
+    return "" if x is None else f"{x:g}"
+
+
 def write_csv(path, assignment, results):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,11 +361,13 @@ def write_csv(path, assignment, results):
         for r in results:
             for row in r.rows:
                 w.writerow({"student": r.student, "assignment": assignment.name, **row,
-                            "score": f"{row['score']:g}", "max_score": f"{row['max_score']:g}",
-                            "autograded_score": f"{row['autograded_score']:g}"})
+                            "score": _number(row["score"]), "max_score": _number(row["max_score"]),
+                            "autograded_score": _number(row["autograded_score"])})
+            ungraded = bool(r.rows) and all(row["score"] is None for row in r.rows)
             w.writerow({"student": r.student, "assignment": assignment.name, "part": "total",
-                        "grade_ids": " ".join(t.grade_id for t in assignment.tests), "score": f"{r.score:g}",
-                        "max_score": f"{r.max_score:g}", "autograded_score": f"{r.autograded:g}",
+                        "grade_ids": " ".join(t.grade_id for t in assignment.tests),
+                        "score": "" if ungraded else _number(r.score), "max_score": _number(r.max_score),
+                        "autograded_score": "" if ungraded else _number(r.autograded),
                         "status": r.status, "detail": r.detail})
     return path
 
@@ -354,15 +384,74 @@ def _grade_task(sub):
     except Exception as exc:  # noqa: BLE001 (one broken submission must not stop the class)
         detail = f"grader error: {type(exc).__name__}: {exc}"
         try:
-            _zero_submission(course, assignment, sub.student)
+            _hold_for_manual_grading(course, assignment, sub.student)
         except Exception:  # noqa: BLE001
             pass
         return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0)
 
 
+def _preflight_key(assignment, settings):
+    """Hash of everything that decides whether the reference solution can be graded here: the solution,
+    the course's package and data, the installed packages, this checkout's path and the run's settings."""
+    from importlib.metadata import distributions
+    h = hashlib.sha256()
+    h.update(source_notebook(assignment.name).read_bytes())
+    for folder in (REPO / "specdec", REPO / "data", REPO / "autograde"):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc" \
+                    and not path.is_relative_to(WORK):
+                h.update(str(path.relative_to(REPO)).encode())
+                h.update(path.read_bytes())
+    h.update((REPO / "nbgrader_config.py").read_bytes())
+    h.update("\n".join(sorted(f"{d.metadata['Name']}=={d.version}" for d in distributions())).encode())
+    h.update(f"{REPO}|{sys.executable}|{sorted(settings.items())}".encode())
+    return h.hexdigest()[:20]
+
+
+def preflight(assignment, *, out=sys.stdout, **settings):
+    """Grade the assignment's own solution once, in a throwaway course folder with the same settings, and
+    raise RuntimeError naming the cause unless it scores full marks: an environment that cannot grade the
+    reference answer must not grade students.  A pass is cached on _preflight_key; returns seconds spent."""
+    t0 = time.monotonic()
+    marker = cache_dir() / f"preflight-{assignment.name}-{_preflight_key(assignment, settings)}.ok"
+    if marker.exists():
+        print(f"preflight: the solution of {assignment.name} scored full marks here before (cached)", file=out)
+        return 0.0
+    work = Path(tempfile.mkdtemp(prefix="autograde-preflight-"))
+    try:
+        course = engine.Course(work, **settings)
+        course.prepare(assignment.name)
+        released = released_notebook(assignment, course)
+        solution = nbformat.read(str(source_notebook(assignment.name)), as_version=4)
+        last_test = max(i for i, c in enumerate(solution.cells) if is_test_cell(c))
+        solution.cells = solution.cells[:last_test + 1]       # the graded part: later cells only measure
+        pipeline.submit(course, assignment, "reference-solution", solution, released)
+        graded = pipeline.grade(course, assignment, "reference-solution", released)
+        problem = graded.reason if not graded.ok else graded.course_failure
+        if not problem and graded.points < assignment.points:
+            failed = [(assignment.test(g), o) for g, o in graded.results.items() if not o.passed]
+            problem = (f"it scores {graded.points:g}/{assignment.points:g}; "
+                       + "; ".join(f"{t.grade_id}: {summary(t, o)}" for t, o in failed[:3]).replace("\n    ", " | "))
+            errors = graded.record.get("locked_errors", [])
+            if errors:
+                problem += "; " + "; ".join(f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}"
+                                            for e in errors[:3])
+        if problem:
+            raise RuntimeError(f"preflight failed: the reference solution of {assignment.name} cannot be graded "
+                               f"in this environment ({problem}). No student was graded. Fix the environment "
+                               f"({grading_sources()}) and run again.")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{assignment.name}: full marks, {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    seconds = time.monotonic() - t0
+    print(f"preflight: the solution of {assignment.name} scores full marks here ({seconds:.0f} s)", file=out)
+    return seconds
+
+
 def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
-                notebook_timeout=600, memory_bytes=4 * engine.GiB, sandboxed=True, quick=True,
-                keep_flagged=False, jobs=1, out=sys.stdout):
+                notebook_timeout=engine.NOTEBOOK_SECONDS, memory_bytes=engine.MEMORY_BYTES, sandboxed=True,
+                quick=True, keep_flagged=False, jobs=1, check_solution=True, out=sys.stdout):
     """Grade every submission in `submissions`; returns (results, csv path, gradebook problems)."""
     from autograde import sandbox
     if assignment_name not in assignments():
@@ -373,8 +462,12 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
             raise RuntimeError(f"cannot sandbox student code: {why} (or pass --no-sandbox for trusted code)")
     assignment = load_assignment(assignment_name)
     t_start = time.monotonic()
-    course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
-                           notebook_timeout=notebook_timeout, memory_bytes=memory_bytes, quick=quick)
+    settings = dict(sandboxed=sandboxed, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
+                    memory_bytes=memory_bytes, quick=quick)
+    print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
+    if check_solution:
+        preflight(assignment, out=out, **settings)
+    course = engine.Course(work, **settings)
     course.prepare(assignment_name)
     subs = discover(submissions, assignment, released_notebook(assignment, course))
     print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"

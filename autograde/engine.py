@@ -82,6 +82,8 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(CELL_OUTPUT_BYTES, help="output kept per cell (errors are always kept)").tag(config=True)
     max_total_output_bytes = Integer(NOTEBOOK_OUTPUT_BYTES, help="output kept per notebook").tag(config=True)
     record_dir = Unicode("", help="folder for the run records (JSON) that outcomes and feedback read").tag(config=True)
+    course_cells = List(Unicode(), [], help="sha256 of the released notebook's code cells: code the student "
+                                            "did not write").tag(config=True)
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
@@ -101,6 +103,8 @@ class SandboxedExecute(Execute):
         self._cell_bytes = {}
         self._truncated = set()
         self._current = -1
+        self._course_code = set(self.course_cells)
+        self._student_ran = False          # has a cell the student wrote or changed run yet?
         self._cwd = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve()
         self._run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir=self.run_root or None))
         self._cgroups = None
@@ -143,7 +147,9 @@ class SandboxedExecute(Execute):
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
                "XDG_CACHE_HOME": "/tmp/.cache", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "AUTOGRADE_TEST_CELLS": ",".join(tests), "AUTOGRADE_LOCKED_CELLS": ",".join(locked)}
+               "AUTOGRADE_TEST_CELLS": ",".join(tests), "AUTOGRADE_LOCKED_CELLS": ",".join(locked),
+               # the course's own package from this checkout, however (or wherever) it was installed
+               "PYTHONPATH": str(REPO)}
         if self.quick:
             env["SPECDEC_QUICK"] = "1"
         for k, v in os.environ.items():          # course settings the instructor exported
@@ -172,7 +178,8 @@ class SandboxedExecute(Execute):
         kernelspec = {"argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
                       "display_name": "autograde (sandboxed Python)", "language": "python",
                       "interrupt_mode": "message", "env": {} if self.use_sandbox else
-                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"],
+                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"], "PYTHONPATH": os.pathsep.join(
+                           [env["PYTHONPATH"]] + [os.environ["PYTHONPATH"]] * bool(os.environ.get("PYTHONPATH"))),
                        "AUTOGRADE_LOCKED_CELLS": env["AUTOGRADE_LOCKED_CELLS"], "IPYTHONDIR": str(run / "ipython"),
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
@@ -273,6 +280,14 @@ class SandboxedExecute(Execute):
         for err in self._errors.get(index, []):
             if err not in cell.outputs:
                 cell.outputs.append(err)
+        if is_locked_cell(cell) and self._errors.get(index):
+            err = self._errors[index][0]
+            first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_TEXT_CHARS // 50]
+            self._record.setdefault("locked_errors", []).append(
+                {"cell": index, "grade_id": nbgrader_meta(cell).get("grade_id", "?"), "ename": str(err.get("ename")),
+                 "evalue": first, "after_student_code": self._student_ran})
+        elif not is_test_cell(cell) and sha256(cell.source) not in self._course_code:
+            self._student_ran = True
         return cell, resources
 
     async def _async_handle_timeout(self, timeout, cell=None):
@@ -423,6 +438,11 @@ class Course:
         """Run nbgrader's autograde for one student; return (ok, log text)."""
         from nbgrader.converters import Autograde
         return self._run(Autograde, assignment, student, force=True, create_student=True)
+
+    def know_course_cells(self, released):
+        """Tell the kernel's runner which code cells are the course's own (as released, unchanged)."""
+        self.config.SandboxedExecute.course_cells = sorted({sha256(c.source) for c in released.cells
+                                                             if c.cell_type == "code"})
 
     def run_record(self, assignment, student, notebook):
         """The record the sandboxed kernel's run left (events, stop, seconds ...), or {} if none."""

@@ -27,10 +27,31 @@ class Graded:
     scores: dict = field(default_factory=dict)      # {grade_id: (score, auto_score, max_score)}
     log: str = ""                                   # nbgrader's log of the run
     reason: str = ""                                # why it could not be graded (ok is False)
+    own_files: list = field(default_factory=list)   # files the student submitted besides the notebook
 
     @property
     def points(self):
         return sum(s for s, _, _ in self.scores.values())
+
+    @property
+    def course_failure(self):
+        """Why the course's own code failed, not the student's: a locked cell (setup, given answers) raised
+        before any cell the student wrote or changed had run, and the submission brought no files that
+        could have changed what it imports. '' when there is no such failure."""
+        for e in self.record.get("locked_errors", []):
+            if not e["after_student_code"] and not self.own_files:
+                return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
+                        f"of the student's code ran: the grading environment is broken, not the submission")
+        return ""
+
+    @property
+    def locked_notes(self):
+        """One note per locked cell that raised after the student's code (or with the student's files)."""
+        return [f"the given cell {e['grade_id']!r} raised {e['ename']} "
+                + ("after the student's code had run" if e["after_student_code"] else
+                   "with the student's own files beside the notebook (" + ", ".join(self.own_files[:3]) + ")")
+                for e in self.record.get("locked_errors", [])
+                if e["after_student_code"] or self.own_files]
 
 
 def submit(course, assignment, student, nb, released):
@@ -61,13 +82,20 @@ def failure_reason(log, record):
     return (errors[0][len("[ERROR] "):] if errors else "nbgrader failed")[:REASON_CHARS]
 
 
-def grade(course, assignment, student):
-    """Autograde `student`'s submitted notebook; return a Graded record."""
+def grade(course, assignment, student, released):
+    """Autograde `student`'s submitted notebook; return a Graded record.
+
+    released: the learner notebook (its unchanged cells are the course's code, not the student's).
+    """
+    folder = course.path("submitted", student, assignment.name)
+    own = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                 if p.is_file() and p.name != f"{assignment.notebook}.ipynb" and p.name != "timestamp.txt")
+    course.know_course_cells(released)
     ok, log = course.autograde(assignment.name, student)
     record = course.run_record(assignment.name, student, assignment.notebook)
     graded = course.path("autograded", student, assignment.name) / f"{assignment.notebook}.ipynb"
     if not ok or not graded.exists():
-        return Graded(student, False, record=record, log=log, reason=failure_reason(log, record))
+        return Graded(student, False, record=record, log=log, reason=failure_reason(log, record), own_files=own)
     results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
     return Graded(student, True, record=record, results=results, scores=scores(course, assignment, student),
-                  log=log)
+                  log=log, own_files=own)
