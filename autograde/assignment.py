@@ -12,6 +12,7 @@ import nbformat
 from autograde import NOTEBOOKS, SOLUTIONS
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
+RULE_PREFIX = "rule: "           # a hidden assertion's message names the rule it checks: "rule: <label>"
 PART_HEADER = re.compile(r"^#{1,6}\s*(Part\s+[A-Za-z0-9]+)\b[^:]*:?\s*(.*)$", re.MULTILINE)
 
 
@@ -59,6 +60,59 @@ class TestCell:
     def line(self, n):
         lines = self.source.splitlines()
         return lines[n - 1].strip() if 1 <= n <= len(lines) else ""
+
+    @property
+    def rules(self):
+        """The rule labels the hidden block states: its string literals that begin with "rule: " (without it)."""
+        tree = self._tree()
+        if tree is None:
+            return []
+        found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                 and n.value.startswith(RULE_PREFIX) and n.lineno > self.visible_lines]
+        return list(dict.fromkeys(n.value[len(RULE_PREFIX):].strip() for n in sorted(found, key=lambda n: n.lineno)))
+
+    def rule_at(self, line):
+        """The rule label of the hidden statement at `line`: the innermost statement holding that line, or the
+        first labelled statement after it in the same block, or else the last label of the statement that
+        encloses it (a `try` that expects a ValueError); "" if there is none."""
+        tree = self._tree()
+        if tree is None or line <= self.visible_lines:
+            return ""
+        chain = []                                   # (span, block, index) of every statement holding the line
+        for parent in ast.walk(tree):
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                stmts = getattr(parent, name, None)
+                if not isinstance(stmts, list):
+                    continue
+                for i, stmt in enumerate(stmts):
+                    if isinstance(stmt, (ast.stmt, ast.excepthandler)) and \
+                            stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+                        chain.append(((stmt.end_lineno or stmt.lineno) - stmt.lineno, stmts, i))
+        if not chain:
+            return ""
+        chain.sort(key=lambda c: c[0])
+        _, stmts, i = chain[0]
+        for stmt in stmts[i:]:
+            labels = self._labels(stmt)
+            if labels:
+                return labels[0]
+        for _, stmts, i in chain[1:]:
+            labels = self._labels(stmts[i])
+            if labels:
+                return labels[-1]
+        return ""
+
+    @staticmethod
+    def _labels(node):
+        found = sorted((n for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                        and n.value.startswith(RULE_PREFIX)), key=lambda n: (n.lineno, n.col_offset))
+        return [n.value[len(RULE_PREFIX):].strip() for n in found]
+
+    def _tree(self):
+        try:
+            return ast.parse(self.source)
+        except SyntaxError:
+            return None
 
 
 @dataclass

@@ -56,6 +56,9 @@ def hint(part, outcome, timeout_s):
                 f"ones as they are; the course's version was put back and this test counted as failed.")
     if outcome.ename == "GraderIntegrityError":
         return "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+    if outcome.region == "hidden" and outcome.rule:
+        return (f"{fns} breaks a rule that {part.label} states and the hidden tests check on other inputs: "
+                f"{outcome.rule}. Read the part's text and docstring for that rule.")
     if outcome.region == "hidden":
         return (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
                 f"work for every valid input (not only the worked example), return plain Python numbers, and "
@@ -120,7 +123,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             if outcome.kind == "failed" and outcome.region == "visible":
                 where = f" at line {outcome.line} of the visible test:\n      {test.line(outcome.line)}"
             elif outcome.kind == "failed" and outcome.region == "hidden":
-                where = " in the hidden tests"
+                where = f" in the hidden tests: rule: {outcome.rule}" if outcome.rule else " in the hidden tests"
             elif outcome.kind == "timeout":
                 where = ": time limit"
             elif outcome.kind in ("crash", "not_run"):

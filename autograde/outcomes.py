@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograde.assignment import is_test_cell, nbgrader_meta
+from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
 # the guard's own message when a student's cell rebound what a locked cell defines (autograde/_kernel.py)
@@ -33,6 +33,7 @@ class Outcome:
     evalue: str = ""               # the kernel's message: student-influenced, never shown in feedback
     note: str = ""                 # the grader's own explanation (timeouts, crashes)
     rebound: str = ""              # what a student's cell rebound that a locked cell defines (the guard says)
+    rule: str = ""                 # the label of the hidden rule that failed (from the test's own source)
 
     @property
     def passed(self):
@@ -86,9 +87,15 @@ def outcomes(executed_nb, assignment, record):
             region = "visible" if line <= test.visible_lines else "hidden"
         evalue = str(err.get("evalue", ""))
         rebound = REBOUND.search(evalue) if ename == "GraderIntegrityError" else None
+        rule = ""
+        if region == "hidden" and not rebound:
+            # the message is the kernel's (student-influenced): it is used only when it is one of the test's
+            # own labels; else the label of the statement that failed, read from the test's source
+            said = evalue[len(RULE_PREFIX):].strip() if evalue.startswith(RULE_PREFIX) else ""
+            rule = said if said in test.rules else test.rule_at(line)
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
                                         line=line, region=region, evalue=evalue[:500],
-                                        rebound=rebound.group(1) if rebound else "")
+                                        rebound=rebound.group(1) if rebound else "", rule=rule)
     return result
 
 
@@ -105,6 +112,8 @@ def summary(test, outcome, points=None):
         if outcome.region == "visible":
             return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
                     f"{test.line(outcome.line)}")
+        if outcome.region == "hidden" and outcome.rule:
+            return f"failed{pts}: {outcome.ename} in the hidden tests, which check this rule: {outcome.rule}"
         if outcome.region == "hidden":
             return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
                     f"not shown: other models, hardware, random values, bad input)")
