@@ -49,8 +49,13 @@ CONTRACT = {
         "break_even_batch": ["context", "alpha", "k", "target", "draft", "gpu"],
     },
     "08": {
+        "round_cost_ratio": ["batch", "context", "k", "target", "draft", "gpu"],
         "break_even_alpha": ["k", "cost_ratio"],
-        "should_speculate": ["batch", "alpha", "k", "draft_cost", "ridge"],
+        "speedup_from_times": ["alpha", "k", "plain_step_s", "round_s"],
+        "check_claim": ["alpha", "k", "plain_step_s", "round_s_range", "tolerance=0.05"],
+        "should_speculate": ["batch", "context", "alpha", "k", "target", "draft", "gpu"],
+        "best_k_for_batch": ["batch", "context", "alpha", "target", "draft", "gpu", "k_max=8"],
+        "deployment_plan": ["gpu", "target", "draft", "alphas", "states", "k_max=8"],
     },
 }
 
@@ -94,9 +99,17 @@ BAD_INPUT = [
     ("07", "spec_speedup", (1, 0, 1.2, 4, SPEC_8B, SPEC_1B, H100), {}, r"\balpha\b"),
     ("07", "spec_speedup", (256, 4096, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
     ("07", "break_even_batch", (10**6, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bcontext\b"),
-    ("08", "break_even_alpha", (0, 1.5), {}, "k"),
+    ("08", "round_cost_ratio", (256, 4096, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
+    ("08", "round_cost_ratio", (1, 0, 0, SPEC_8B, SPEC_1B, H100), {}, r"\bk\b"),
+    ("08", "break_even_alpha", (0, 1.5), {}, r"\bk\b"),
     ("08", "break_even_alpha", (4, 6.0), {}, "cost_ratio"),
-    ("08", "should_speculate", (1, -0.5, 4, 0.05, 295.0), {}, "alpha"),
+    ("08", "speedup_from_times", (0.8, 4, 0.0, 1.0), {}, "plain_step_s"),
+    ("08", "check_claim", (0.6, 4, 8.5e-3, (18e-3, 15e-3)), {}, "round_s_range"),
+    ("08", "should_speculate", (1, 0, -0.5, 4, SPEC_8B, SPEC_1B, H100), {}, r"\balpha\b"),
+    ("08", "should_speculate", (256, 4096, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
+    ("08", "best_k_for_batch", (1, 0, 0.8, SPEC_8B, SPEC_1B, H100), {"k_max": 0}, "k_max"),
+    ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {"x": 0.5}, {(256, 4096): 1.0}), {}, r"\bstates\b"),
+    ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {}, {(1, 0): 1.0}), {}, r"\balphas\b"),
 ]
 
 
