@@ -31,6 +31,10 @@ both parts back.
 
 On a busy CPU add `--threads 1`: with more threads than free cores, every parallel operation waits for
 its threads to be scheduled (tens of ms each), which swamps what is being measured.
+
+A run whose 1-minute load average (at its start or its end) exceeds the number of CPU cores measured a
+machine busy with other work: `write_csv` refuses to write it unless asked with `allow_busy=True`
+(`--allow-busy`), and then the file says `reliable: no (...)`. Every file written says `reliable: ...`.
 """
 from __future__ import annotations
 
@@ -432,8 +436,37 @@ def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repea
 # ----------------------------------------------------------------------------------------------
 # CSV with provenance
 
-def write_csv(path, meta, rows):
-    """`# key: value` provenance lines, then a CSV header and one row per grid point."""
+class BusyMachineError(RuntimeError):
+    """The machine was busy with other work during the run: its timings measure the contention."""
+
+
+def load_verdict(meta):
+    """(reliable, reason) from a run's recorded load averages and core count.
+
+    A run is reliable when neither its start nor its end 1-minute load average exceeds the number of cores
+    (`host_cpu_count`). Without a recorded load (no os.getloadavg) it cannot be checked: reliable, said so.
+    """
+    cores = meta.get("host_cpu_count") or os.cpu_count() or 1
+    loads = [float(meta[key]) for key in ("load_average_1min_start", "load_average_1min_end") if key in meta]
+    if not loads:
+        return True, "load average not available on this system"
+    worst = max(loads)
+    if worst > cores:
+        return False, f"load average {worst:.2f} exceeds the {cores} CPU cores: other work shared the machine"
+    return True, f"load average at most {worst:.2f} on {cores} CPU cores"
+
+
+def write_csv(path, meta, rows, allow_busy=False):
+    """`# key: value` provenance lines, then a CSV header and one row per grid point.
+
+    Refuses (BusyMachineError) a run whose load average exceeded the core count, unless `allow_busy`, in
+    which case the file is marked `reliable: no (...)`.
+    """
+    reliable, reason = load_verdict(meta)
+    if not reliable and not allow_busy:
+        raise BusyMachineError(f"not writing {path}: {reason}. Re-run on a quiet machine, or pass "
+                               f"allow_busy=True (--allow-busy) to keep it marked as unreliable.")
+    meta = {**meta, "reliable": f"{'yes' if reliable else 'no'} ({reason})"}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
@@ -500,6 +533,8 @@ def parse_args(argv=None):
     p.add_argument("--note", default="", help="free text stored with the results (e.g. 'shared machine, busy')")
     p.add_argument("--out", default=None, help="CSV to write; without it the rows are printed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--allow-busy", action="store_true",
+                   help="write the CSV even when the load average exceeded the core count (marked reliable: no)")
     return p.parse_args(argv)
 
 
@@ -523,7 +558,10 @@ def main(argv=None):
               f"full model {row['full_seconds'] * 1e3:9.1f} ms, "
               f"{row['achieved_bandwidth_bytes_per_s'] / 1e9:8.1f} GB/s achieved")
     if args.out:
-        print("wrote", write_csv(args.out, meta, rows))
+        try:
+            print("wrote", write_csv(args.out, meta, rows, allow_busy=args.allow_busy))
+        except BusyMachineError as e:
+            raise SystemExit(str(e))
     return meta, rows
 
 

@@ -100,7 +100,8 @@ def test_asking_for_a_gpu_that_is_not_there_is_an_error():
     assert bench.resolve_device(None) == "cpu"
 
 
-def test_cli_writes_a_csv_with_provenance_and_one_row_per_grid_point(tmp_path):
+def test_cli_writes_a_csv_with_provenance_and_one_row_per_grid_point(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.os, "getloadavg", lambda: (0.5, 0.5, 0.5))   # a quiet machine: the load guard is tested below
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
     out = tmp_path / "timings" / "cpu_tiny.csv"
@@ -135,3 +136,54 @@ def test_shipped_timing_files_have_provenance_and_are_cpu_runs():
         assert rows and set(rows[0]) == set(bench.COLUMNS), path.name
         if meta["device"] == "cpu":
             assert path.name.startswith("cpu_"), f"{path.name}: CPU runs are named cpu_*.csv"
+        assert str(meta.get("reliable", "")).startswith("yes"), \
+            f"{path.name}: a shipped run must have been measured on a quiet machine (load average <= cores)"
+
+
+def _fake_load(monkeypatch, load, cores=2):
+    monkeypatch.setattr(bench.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: cores)
+
+
+def test_a_run_on_a_busy_machine_is_refused_or_marked_unreliable(tmp_path, monkeypatch):
+    _fake_load(monkeypatch, 8.04, cores=2)          # the first CPU run: load 8 on 2 cores
+    meta, rows = bench.run(TINY, "tiny", layers=1, batches=[1], widths=[1], context=4, repeats=1, warmup=0,
+                           calibrate=False, progress=False)
+    assert meta["load_average_1min_start"] == 8.04 and meta["host_cpu_count"] == 2
+    assert bench.load_verdict(meta)[0] is False
+    out = tmp_path / "busy.csv"
+    with pytest.raises(bench.BusyMachineError, match="load average"):
+        bench.write_csv(out, meta, rows)
+    assert not out.exists()
+    bench.write_csv(out, meta, rows, allow_busy=True)
+    written, _ = bench.read_timings(out)
+    assert str(written["reliable"]).startswith("no")
+
+
+def test_a_run_on_a_quiet_machine_is_written_and_marked_reliable(tmp_path, monkeypatch):
+    _fake_load(monkeypatch, 0.4, cores=2)
+    meta, rows = bench.run(TINY, "tiny", layers=1, batches=[1], widths=[1], context=4, repeats=1, warmup=0,
+                           calibrate=False, progress=False)
+    written, _ = bench.read_timings(bench.write_csv(tmp_path / "quiet.csv", meta, rows))
+    assert str(written["reliable"]).startswith("yes")
+
+
+def test_the_load_rule_is_load_above_the_core_count():
+    assert bench.load_verdict({"host_cpu_count": 2, "load_average_1min_start": 2.0})[0] is True
+    assert bench.load_verdict({"host_cpu_count": 2, "load_average_1min_start": 0.5,
+                               "load_average_1min_end": 2.5})[0] is False
+    assert bench.load_verdict({"host_cpu_count": 4})[0] is True          # nothing recorded: cannot tell
+
+
+def test_cli_refuses_to_write_a_busy_run(tmp_path, monkeypatch):
+    _fake_load(monkeypatch, 9.0, cores=2)
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    out = tmp_path / "busy.csv"
+    args = ["--config", str(config), "--layers", "1", "--batches", "1", "--widths", "1", "--context", "4",
+            "--repeats", "1", "--warmup", "0", "--no-calibrate", "--quiet", "--out", str(out)]
+    with pytest.raises(SystemExit, match="load average"):
+        bench.main(args)
+    assert not out.exists()
+    bench.main(args + ["--allow-busy"])
+    assert str(bench.read_timings(out)[0]["reliable"]).startswith("no")

@@ -6,9 +6,15 @@ import pytest
 import torch
 
 from nbhelpers import ASSIGNMENTS, solution_namespace
+from specdec.tables import load_hardware
 
 LLAMA_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256, "tie_word_embeddings": False}
+
+# notebooks 07 and 08: a model is {"weight_bytes", "kv_bytes_per_token"} (bf16), a GPU a specdec.tables.Hardware
+SPEC_8B = {"name": "Llama-3.1-8B", "weight_bytes": 16_060_522_496.0, "kv_bytes_per_token": 131_072.0}
+SPEC_1B = {"name": "Llama-3.2-1B", "weight_bytes": 2_471_628_800.0, "kv_bytes_per_token": 32_768.0}
+H100 = load_hardware()["H100 SXM"]
 
 # notebook prefix -> {function: parameters as "name" or "name=default"}
 CONTRACT = {
@@ -38,12 +44,18 @@ CONTRACT = {
     },
     "07": {
         "compute_bound_batch": ["ridge", "k"],
-        "spec_speedup": ["batch", "alpha", "k", "draft_cost", "ridge"],
-        "break_even_batch": ["alpha", "k", "draft_cost", "ridge"],
+        "step_seconds": ["model", "gpu", "batch", "context", "tokens=1"],
+        "spec_speedup": ["batch", "context", "alpha", "k", "target", "draft", "gpu"],
+        "break_even_batch": ["context", "alpha", "k", "target", "draft", "gpu"],
     },
     "08": {
+        "round_cost_ratio": ["batch", "context", "k", "target", "draft", "gpu"],
         "break_even_alpha": ["k", "cost_ratio"],
-        "should_speculate": ["batch", "alpha", "k", "draft_cost", "ridge"],
+        "speedup_from_times": ["alpha", "k", "plain_step_s", "round_s"],
+        "check_claim": ["alpha", "k", "plain_step_s", "round_s_range", "tolerance=0.05"],
+        "should_speculate": ["batch", "context", "alpha", "k", "target", "draft", "gpu"],
+        "best_k_for_batch": ["batch", "context", "alpha", "target", "draft", "gpu", "k_max=8"],
+        "deployment_plan": ["gpu", "target", "draft", "alphas", "states", "k_max=8"],
     },
 }
 
@@ -78,14 +90,26 @@ BAD_INPUT = [
     ("05", "ngram_propose", (torch.tensor([1, 2, 1]), 2, 0), {}, r"\bk\b"),
     ("05", "ngram_propose", (torch.tensor([[1, 2, 1]]), 2, 3), {}, "tokens"),
     ("07", "compute_bound_batch", (-1.0, 4), {}, "ridge"),
-    ("07", "compute_bound_batch", (295.0, 0), {}, "k"),
-    ("07", "spec_speedup", (0, 0.8, 4, 0.05, 295.0), {}, "batch"),
-    ("07", "spec_speedup", (1, 1.2, 4, 0.05, 295.0), {}, "alpha"),
-    ("07", "spec_speedup", (1, 0.8, 4, -0.05, 295.0), {}, "draft_cost"),
-    ("07", "break_even_batch", (0.8, 4, 0.05, 0.0), {}, "ridge"),
-    ("08", "break_even_alpha", (0, 1.5), {}, "k"),
+    ("07", "compute_bound_batch", (295.0, 0), {}, r"\bk\b"),
+    ("07", "step_seconds", (SPEC_8B, H100, 0, 0), {}, r"\bbatch\b"),
+    ("07", "step_seconds", (SPEC_8B, H100, 1, -1), {}, r"\bcontext\b"),
+    ("07", "step_seconds", (SPEC_8B, H100, 1, 0), {"tokens": 0}, r"\btokens\b"),
+    ("07", "step_seconds", ({"weight_bytes": 1e9}, H100, 1, 0), {}, r"\bmodel\b"),
+    ("07", "spec_speedup", (0, 0, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b"),
+    ("07", "spec_speedup", (1, 0, 1.2, 4, SPEC_8B, SPEC_1B, H100), {}, r"\balpha\b"),
+    ("07", "spec_speedup", (256, 4096, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
+    ("07", "break_even_batch", (10**6, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bcontext\b"),
+    ("08", "round_cost_ratio", (256, 4096, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
+    ("08", "round_cost_ratio", (1, 0, 0, SPEC_8B, SPEC_1B, H100), {}, r"\bk\b"),
+    ("08", "break_even_alpha", (0, 1.5), {}, r"\bk\b"),
     ("08", "break_even_alpha", (4, 6.0), {}, "cost_ratio"),
-    ("08", "should_speculate", (1, -0.5, 4, 0.05, 295.0), {}, "alpha"),
+    ("08", "speedup_from_times", (0.8, 4, 0.0, 1.0), {}, "plain_step_s"),
+    ("08", "check_claim", (0.6, 4, 8.5e-3, (18e-3, 15e-3)), {}, "round_s_range"),
+    ("08", "should_speculate", (1, 0, -0.5, 4, SPEC_8B, SPEC_1B, H100), {}, r"\balpha\b"),
+    ("08", "should_speculate", (256, 4096, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
+    ("08", "best_k_for_batch", (1, 0, 0.8, SPEC_8B, SPEC_1B, H100), {"k_max": 0}, "k_max"),
+    ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {"x": 0.5}, {(256, 4096): 1.0}), {}, r"\bstates\b"),
+    ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {}, {(1, 0): 1.0}), {}, r"\balphas\b"),
 ]
 
 
