@@ -14,6 +14,8 @@ cell and the next solution cell.
 A case's `first` names the test cell that should catch it; it runs first, and a wrong case stops at its
 first failure, which keeps the file fast (about a minute on a shared 2-core CPU).
 """
+import ast
+import re
 import time
 from dataclasses import dataclass
 
@@ -192,6 +194,9 @@ WRONG = [
     Case("04", "verify", "no check that draft_tokens are ids in [0, V) (an IndexError, or a silent wrap for -1)",
          P("04", "verify", ("    if k and not (0 <= int(draft_tokens.min()) and int(draft_tokens.max()) < V):\n", "    if False:\n")),
          first="test_verify_bad_input", failed_before=False),
+    Case("04", "verify", "one uniform draw shared by all k drafts (acceptances no longer independent)",
+         P("04", "verify", ("r = torch.rand(k, generator=generator)             # (k,) uniform in [0, 1)",
+                            "r = torch.rand(1, generator=generator).expand(k)")), first="test_verify_distribution"),
     # 04: speculative_generate
     Case("04", "speculative_generate", "drafts the argmax but passes softmax q to verify (temperature > 0)",
          P("04", "speculative_generate", ("seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
@@ -342,27 +347,6 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
         stats["per_round"].append((k_round, n))
     return tokens[:, :T + max_new_tokens], stats
 '''),
-    Case("04", "speculative_generate", "a position index instead of cropping after the round: each cache is cut back to the index before it is fed", lambda: patched(
-        "04", "speculative_generate",
-        ("            q_next = probs_from_logits(feed(draft, draft_cache, seq)[-1], temperature)     # (V,)",
-         "            _cut(draft_cache, seq.shape[1] - 1)\n"
-         "            q_next = probs_from_logits(feed(draft, draft_cache, seq)[-1], temperature)     # (V,)"),
-        ("        p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)   # (k_round+1, V)",
-         "        _cut(target_cache, tokens.shape[1] - 1)\n"
-         "        p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)   # (k_round+1, V)"),
-        ("        keep = tokens.shape[1] - 1                               # 4. roll back: caches hold tokens[:, :-1] at most\n"
-         "        for cache in (target_cache, draft_cache):\n"
-         "            extra = cache.get_seq_length() - keep\n"
-         "            if extra > 0:\n"
-         "                cache.crop(-extra)\n", ""),
-    ) + '''
-
-def _cut(cache, valid):
-    """Positions past `valid` (the index of the last token every cache may keep) are stale: drop them."""
-    extra = cache.get_seq_length() - valid
-    if extra > 0:
-        cache.crop(-extra)
-'''),
     Case("03", "expected_tokens", "numpy inside (the series with np.arange), a different error message", '''
 def expected_tokens(alpha, k):
     """(1 - alpha**(k+1)) / (1 - alpha) tokens per round, as the series 1 + alpha + ... + alpha**k."""
@@ -467,3 +451,56 @@ def test_a_wrong_implementation_fails_a_test_of_its_part(case):
 def test_a_correct_implementation_written_differently_passes(case):
     failures = run_part(case.prefix, case.part, case.text())
     assert failures == [], f"{case.prefix} {case.part}: '{case.what}' is correct but fails {failures}"
+
+
+# ------------------------------------------------------------------------------------ fairness, by inspection
+def _hidden_blocks(prefix):
+    for cell in notebook(prefix).cells:
+        g = _grading(cell)
+        if cell.cell_type == "code" and g.get("grade") and "### BEGIN HIDDEN TESTS" in cell.source:
+            a = cell.source.index("### BEGIN HIDDEN TESTS")
+            b = cell.source.index("### END HIDDEN TESTS")
+            yield g["grade_id"], cell.source[a:b]
+
+
+def _is_rule(node):
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("rule: ")
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_every_hidden_assert_carries_a_literal_rule_label(prefix):
+    """Hidden asserts (and hidden `raise AssertionError(...)`) fail with a fixed "rule: ..." string: no f-string,
+    no hidden input or expected value in the message."""
+    bad = []
+    for grade_id, block in _hidden_blocks(prefix):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Assert) and not _is_rule(node.msg):
+                bad.append(f"{grade_id} line {node.lineno}: assert without a literal rule label")
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == "AssertionError":
+                if len(node.exc.args) != 1 or not _is_rule(node.exc.args[0]):
+                    bad.append(f"{grade_id} line {node.lineno}: raise AssertionError without a literal rule label")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_message_checks_use_word_boundaries(prefix):
+    """`"k" in str(e)` passes for any message containing the letter k: test cells use re.search(r"\\bk\\b", ...)."""
+    bad = [_grading(c)["grade_id"] for c in notebook(prefix).cells
+           if c.cell_type == "code" and _grading(c).get("grade") and re.search(r"\bin str\(e\)", c.source)]
+    assert not bad, f"{prefix}: substring checks of an error message in {bad}"
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_part_headers_state_the_points_of_their_tests(prefix):
+    """'## Part X (N points)' equals the points of the graded cells up to the next part header."""
+    totals, current = {}, None
+    for cell in notebook(prefix).cells:
+        m = re.search(r"^## (Part [A-Z]) \((\d+) points?\)", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if m:
+            current = m.group(1)
+            totals[current] = [int(m.group(2)), 0]
+        elif cell.cell_type == "code" and _grading(cell).get("grade"):
+            assert current, f"{prefix}: graded cell {_grading(cell)['grade_id']} before any part header"
+            totals[current][1] += _grading(cell).get("points", 0)
+    wrong = {part: f"header {h}, tests {t}" for part, (h, t) in totals.items() if h != t}
+    assert totals and not wrong, f"{prefix}: {wrong}"
