@@ -1,0 +1,506 @@
+"""Test strength, in process: plausible wrong implementations fail their part's tests, and correct ones
+written differently pass them.
+
+For one notebook (01-06) the harness builds the solution namespace the way nbhelpers.solution_namespace
+does (the setup cell, the locked given cells and the solution cells, in notebook order), with one solution
+cell's source replaced. Then it runs that part's test cells, whole (visible and hidden tests), each in a
+copy of the namespace, as the grader does. A part's test cells are the graded cells between its solution
+cell and the next solution cell.
+
+- every part's unmodified solution passes all of its test cells (so the harness itself can fail);
+- every WRONG case makes at least one of them raise;
+- every CORRECT case (the same answer, written differently) passes all of them.
+
+A case's `first` names the test cell that should catch it; it runs first, and a wrong case stops at its
+first failure, which keeps the file fast (about a minute on a shared 2-core CPU).
+"""
+import ast
+import re
+import time
+from dataclasses import dataclass
+
+import nbformat
+import pytest
+
+from nbhelpers import solution_path
+
+NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
+             "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings"}
+# names the test cells use that an ordinary (not executed here) cell of the notebook defines
+PRELUDE = {"01": 'cfg_8b, cfg_70b = configs["Llama-3.1-8B"], configs["Llama-3.1-70B"]\n'}
+
+
+def _grading(cell):
+    return cell.metadata.get("nbgrader", {})
+
+
+_NOTEBOOK_CACHE, _SETUP_CACHE = {}, {}
+
+
+def notebook(prefix):
+    if prefix not in _NOTEBOOK_CACHE:
+        _NOTEBOOK_CACHE[prefix] = nbformat.read(str(solution_path(NOTEBOOKS[prefix])), as_version=4)
+    return _NOTEBOOK_CACHE[prefix]
+
+
+def setup_namespace(prefix):
+    """The setup cell's names (models, tables), executed once per notebook and shared."""
+    if prefix not in _SETUP_CACHE:
+        ns = {"__name__": f"wrong_impl_{prefix}"}
+        for cell in notebook(prefix).cells:
+            if cell.cell_type == "code" and "setup" in cell.metadata.get("tags", []):
+                exec(compile(cell.source, f"{prefix}:setup", "exec"), ns)
+        exec(PRELUDE.get(prefix, ""), ns)
+        _SETUP_CACHE[prefix] = ns
+    return _SETUP_CACHE[prefix]
+
+
+def solution_source(prefix, part):
+    return next(c.source for c in notebook(prefix).cells if _grading(c).get("solution") and _grading(c).get("grade_id") == part)
+
+
+def parts(prefix):
+    return [_grading(c)["grade_id"] for c in notebook(prefix).cells if _grading(c).get("solution")]
+
+
+def part_test_cells(prefix, part):
+    """(grade_id, source) of the graded cells between `part`'s solution cell and the next solution cell."""
+    found, inside = [], False
+    for cell in notebook(prefix).cells:
+        g = _grading(cell)
+        if g.get("solution"):
+            inside = g.get("grade_id") == part
+        elif inside and cell.cell_type == "code" and g.get("grade"):
+            found.append((g["grade_id"], cell.source))
+    assert found, f"{prefix} {part}: no test cell found"
+    return found
+
+
+def namespace(prefix, replaced=None):
+    """Setup names + given and solution cells in notebook order; `replaced` = {grade_id: new source}."""
+    ns = dict(setup_namespace(prefix))
+    for cell in notebook(prefix).cells:
+        g = _grading(cell)
+        if cell.cell_type != "code":
+            continue
+        if g.get("solution") or (g.get("locked") and not g.get("grade") and "setup" not in cell.metadata.get("tags", [])):
+            source = (replaced or {}).get(g.get("grade_id"), cell.source)
+            exec(compile(source, f"{prefix}:{g.get('grade_id')}", "exec"), ns)
+    return ns
+
+
+def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False):
+    """[(test cell, error)] for the test cells of `part` that raise, with `part`'s solution replaced by `source`."""
+    ns = namespace(prefix, {part: source} if source is not None else None)
+    cells = part_test_cells(prefix, part)
+    if first is not None:
+        assert first in dict(cells), f"{prefix} {part}: no test cell {first}"
+        cells = sorted(cells, key=lambda c: c[0] != first)
+    failures = []
+    for grade_id, cell_source in cells:
+        try:
+            exec(compile(cell_source, f"{prefix}:{grade_id}", "exec"), dict(ns))
+        except Exception as e:      # an assert, or the wrong code crashing: either way the test cell fails
+            failures.append((grade_id, f"{type(e).__name__}: {str(e)[:200]}"))
+            if stop_at_first_failure:
+                break
+    return failures
+
+
+def patched(prefix, part, *replacements):
+    """The solution of `part` with each (old, new) replaced once; `old` must occur exactly once."""
+    source = solution_source(prefix, part)
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{prefix} {part}: {old!r} occurs {source.count(old)} times in the solution"
+        source = source.replace(old, new)
+    return source
+
+
+@dataclass
+class Case:
+    prefix: str
+    part: str
+    what: str
+    source: object              # the cell's source, or a callable returning it (patched lazily)
+    first: str = None           # the test cell expected to catch it (wrong cases)
+    failed_before: bool = True  # did the tests catch it before the grading-integrity work? (reported, not asserted)
+
+    def text(self):
+        return self.source() if callable(self.source) else self.source
+
+
+def P(prefix, part, *replacements):
+    return lambda: patched(prefix, part, *replacements)
+
+
+# --------------------------------------------------------------------------------------------- wrong answers
+WRONG = [
+    # 01: units and formula variants
+    Case("01", "weight_bytes", "bits instead of bytes (x 8)", P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param * 8"))),
+    Case("01", "weight_bytes", "GiB instead of bytes", P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param / 2**30"))),
+    Case("01", "weight_bytes", "ignores tie_word_embeddings (always a separate LM head)",
+         P("01", "weight_bytes", ('lm_head = 0 if cfg["tie_word_embeddings"] else embedding', "lm_head = embedding")), first="test_weight_bytes"),
+    Case("01", "weight_bytes", "ignores the config's head_dim (always hidden_size // heads)",
+         P("01", "weight_bytes", ('head_dim = cfg.get("head_dim") or h // n_heads', "head_dim = h // n_heads")), first="test_weight_bytes"),
+    Case("01", "weight_bytes", "bytes_per_param <= 0 accepted", P("01", "weight_bytes", ("if not bytes_per_param > 0:", "if False:")),
+         first="test_weight_bytes_bad_input"),
+    Case("01", "ridge_point", "bandwidth in bits/s (FLOP per bit)", P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(flops / (8 * bandwidth))"))),
+    Case("01", "ridge_point", "inverted: bandwidth / flops", P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(bandwidth / flops)"))),
+    Case("01", "kv_bytes_per_token", "K only (no factor 2 for V)", P("01", "kv_bytes_per_token", ('return 2 * cfg["num_hidden_layers"]', 'return cfg["num_hidden_layers"]'))),
+    Case("01", "kv_bytes_per_token", "attention heads instead of KV heads",
+         P("01", "kv_bytes_per_token", ('cfg["num_key_value_heads"] * head_dim', 'cfg["num_attention_heads"] * head_dim'))),
+    Case("01", "kv_bytes_per_token", "ignores the config's head_dim",
+         P("01", "kv_bytes_per_token", ('head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
+                                        'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]')), first="test_kv_bytes_per_token"),
+    Case("01", "kv_bytes_per_token", "bits instead of bytes", P("01", "kv_bytes_per_token", ("* head_dim * bytes_per_elem", "* head_dim * bytes_per_elem * 8"))),
+    Case("01", "decode_step_seconds", "ignores kv_bytes", P("01", "decode_step_seconds", ("return float((weight_bytes + kv_bytes) / bandwidth)", "return float(weight_bytes / bandwidth)"))),
+    Case("01", "decode_step_seconds", "milliseconds instead of seconds",
+         P("01", "decode_step_seconds", ("return float((weight_bytes + kv_bytes) / bandwidth)", "return float((weight_bytes + kv_bytes) / bandwidth * 1e3)"))),
+    # 02
+    Case("02", "width_where_cost_grows", "bits per parameter (x 8)", P("02", "width_where_cost_grows", ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 8 * bytes_per_param / 2)"))),
+    Case("02", "width_where_cost_grows", "inverted: ridge * 2 / bytes_per_param", P("02", "width_where_cost_grows", ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 2 / bytes_per_param)"))),
+    Case("02", "predicted_cost_ratio", "compared with a batch-1 step instead of a step at the same batch",
+         P("02", "predicted_cost_ratio", ("/ max(1.0, batch / w_star))", "/ 1.0)")), first="test_predicted_cost_ratio"),
+    Case("02", "predicted_cost_ratio", "ignores the batch", P("02", "predicted_cost_ratio", ("max(1.0, batch * width / w_star) / max(1.0, batch / w_star)", "max(1.0, width / w_star)"))),
+    # 03
+    Case("03", "expected_tokens", "forgets the target's own token: alpha (1 - alpha^k) / (1 - alpha)",
+         P("03", "expected_tokens", ("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return alpha * (1.0 - alpha ** k) / (1.0 - alpha)"))),
+    Case("03", "expected_tokens", "alpha^k in place of alpha^(k+1)", P("03", "expected_tokens", ("alpha ** (k + 1)", "alpha ** k"))),
+    Case("03", "expected_tokens", "no special case at alpha = 1 (0 / 0)", P("03", "expected_tokens", ("if alpha == 1.0:", "if False:")), first="test_expected_tokens_edges"),
+    Case("03", "expected_tokens", "k = 2.5 accepted (int(k) silently)", P("03", "expected_tokens", ("raise ValueError(f\"k must be an integer >= 1, got {k!r}\")", "pass")),
+         first="test_expected_tokens_bad_input"),
+    Case("03", "simulate_tokens_per_round", "the formula instead of a simulation",
+         P("03", "simulate_tokens_per_round", ("return float(n_accepted.mean() + 1.0)",
+                                               "return float(sum(alpha ** i for i in range(k + 1)))")), first="test_simulate_tokens_per_round"),
+    Case("03", "simulate_tokens_per_round", "forgets the +1 token", P("03", "simulate_tokens_per_round", ("return float(n_accepted.mean() + 1.0)", "return float(n_accepted.mean())"))),
+    Case("03", "simulate_tokens_per_round", "counts every accepted draft, not the prefix before the first rejection",
+         P("03", "simulate_tokens_per_round", ("np.cumprod(accepted, axis=1).sum(axis=1)", "accepted.sum(axis=1)"))),
+    Case("03", "speedup", "without the draft cost: expected_tokens alone", P("03", "speedup", ("/ (k * c + 1.0))", ")"))),
+    Case("03", "speedup", "k + 1 draft steps per round: ((k + 1) c + 1)", P("03", "speedup", ("/ (k * c + 1.0))", "/ ((k + 1) * c + 1.0))"))),
+    Case("03", "speedup", "k + 1 in the wrong place: expected_tokens(alpha, k + 1)", P("03", "speedup", ("return float(expected_tokens(alpha, k) /", "return float(expected_tokens(alpha, k + 1) /"))),
+    Case("03", "speedup", "forgets the verify step: E / (k c)", P("03", "speedup", ("/ (k * c + 1.0))", "/ max(k * c, 1e-12))"))),
+    Case("03", "best_k", "ties go to the largest k (>=)", P("03", "best_k", ("if value > best_value:", "if value >= best_value:")), first="test_best_k"),
+    Case("03", "best_k", "searches 1 .. k_max - 1", P("03", "best_k", ("range(2, int(k_max) + 1)", "range(2, int(k_max))")), first="test_best_k"),
+    # 04: verify
+    Case("04", "verify", "forgets the bonus token when every draft is accepted",
+         P("04", "verify", ("    t = sample(dist, generator).view(1)", "    if n == k:\n        return draft_tokens[:n].clone(), n\n    t = sample(dist, generator).view(1)"))),
+    Case("04", "verify", "correction sampled from p instead of the residual max(0, p - q)",
+         P("04", "verify", ("dist = residual / mass if mass > 0 else p[n]", "dist = p[n]")), first="test_verify_distribution"),
+    Case("04", "verify", "correction = argmax of the residual, not a sample", P("04", "verify", ("dist = residual / mass if mass > 0 else p[n]", "dist = torch.nn.functional.one_hot(residual.argmax(), V).float()")),
+         first="test_verify_distribution"),
+    Case("04", "verify", "acceptance ratio inverted: q / p", P("04", "verify", ("ratio = torch.where(q_i > 0, p_i / q_i.clamp(min=1e-30), (p_i > 0).to(p.dtype))",
+                                                                      "ratio = torch.where(p_i > 0, q_i / p_i.clamp(min=1e-30), (q_i > 0).to(p.dtype))")),
+         first="test_verify_distribution"),
+    Case("04", "verify", "no check that draft_tokens are ids in [0, V) (an IndexError, or a silent wrap for -1)",
+         P("04", "verify", ("    if k and not (0 <= int(draft_tokens.min()) and int(draft_tokens.max()) < V):\n", "    if False:\n")),
+         first="test_verify_bad_input", failed_before=False),
+    Case("04", "verify", "one uniform draw shared by all k drafts (acceptances no longer independent)",
+         P("04", "verify", ("r = torch.rand(k, generator=generator)             # (k,) uniform in [0, 1)",
+                            "r = torch.rand(1, generator=generator).expand(k)")), first="test_verify_distribution"),
+    # 04: speculative_generate
+    Case("04", "speculative_generate", "drafts the argmax but passes softmax q to verify (temperature > 0)",
+         P("04", "speculative_generate", ("seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
+                                          "seq = torch.cat([seq, q_next.argmax().view(1, 1)], dim=1)")),
+         first="test_speculative_generate_distribution", failed_before=False),
+    Case("04", "speculative_generate", "its own accept loop that samples the correction from p instead of the residual",
+         lambda: '''
+def _accept(p, q, drafts, generator):
+    k = q.shape[0]
+    n = 0
+    while n < k and float(torch.rand(1, generator=generator)) < min(1.0, float(p[n, drafts[n]] / q[n, drafts[n]])):
+        n += 1
+    return torch.cat([drafts[:n], sample(p[n], generator).view(1)]), n    # BUG at a rejection: p, not the residual
+''' + patched("04", "speculative_generate", ("new, n = verify(p, torch.stack(qs), drafts, generator)", "new, n = _accept(p, torch.stack(qs), drafts, generator)")),
+         first="test_speculative_generate_distribution", failed_before=False),
+    Case("04", "speculative_generate", "off-by-one rollback: the target keeps the rejected draft's KV entry (crop k - n - 1)",
+         P("04", "speculative_generate",
+           ("        keep = tokens.shape[1] - 1                               # 4. roll back: caches hold tokens[:, :-1] at most\n"
+            "        for cache in (target_cache, draft_cache):\n"
+            "            extra = cache.get_seq_length() - keep\n",
+            "        keep = tokens.shape[1] - 1\n"
+            "        for cache in (target_cache, draft_cache):\n"
+            "            extra = cache.get_seq_length() - keep - (cache is target_cache and n < k_round)\n"),
+           ("p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
+            "p = probs_from_logits(target(seq[:, -(k_round + 1):], cache=target_cache, use_cache=True).logits[0], temperature)")),
+         first="test_speculative_generate_greedy"),
+    Case("04", "speculative_generate", "target at temperature 1 whatever `temperature` (only the draft is tempered)",
+         P("04", "speculative_generate", ("p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
+                                          "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature and 1.0)")),
+         first="test_speculative_generate_distribution"),
+    Case("04", "speculative_generate", "drops the bonus token of a fully accepted round",
+         P("04", "speculative_generate", ("tokens = torch.cat([tokens, new.view(1, -1)], dim=1)",
+                                          "tokens = torch.cat([tokens, (new[:-1] if n == k_round else new).view(1, -1)], dim=1)")),
+         first="test_speculative_generate_stats"),
+    Case("04", "speculative_generate", "draft samples from torch's global generator, not `generator`",
+         P("04", "speculative_generate", ("seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
+                                          "seq = torch.cat([seq, sample(q_next).view(1, 1)], dim=1)")),
+         first="test_speculative_generate_stats"),
+    # 05
+    Case("05", "estimate_alpha", "accepted / drafted", lambda: '''
+def estimate_alpha(accepted, drafted):
+    accepted, drafted = list(accepted), list(drafted)
+    if len(accepted) != len(drafted):
+        raise ValueError("accepted and drafted must have the same length")
+    if any(not 0 <= n <= k for n, k in zip(accepted, drafted)):
+        raise ValueError("accepted counts must be in [0, drafted]")
+    if sum(drafted) == 0:
+        raise ValueError("drafted holds no tested draft")
+    return float(sum(accepted) / sum(drafted))
+'''),
+    Case("05", "estimate_alpha", "a failure counted in every round, also the fully accepted ones",
+         P("05", "estimate_alpha", ("failures = sum(1 for n, k in zip(accepted, drafted) if n < k)", "failures = len(accepted)"))),
+    Case("05", "estimate_alpha", "no rounds: ZeroDivisionError instead of ValueError",
+         P("05", "estimate_alpha", ('    if successes + failures == 0:\n        raise ValueError("drafted holds no tested draft token (no rounds, or every round drafted 0)")\n', "")),
+         first="test_estimate_alpha_bad_input"),
+    Case("05", "ngram_propose", "the earliest match instead of the most recent", P("05", "ngram_propose", ("j = int(hits[-1, 0])", "j = int(hits[0, 0])"))),
+    Case("05", "ngram_propose", "no overlap between the match and the suffix",
+         P("05", "ngram_propose", ("windows = tokens[:L - 1].unfold(0, n, 1)", "windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)")),
+         first="test_ngram_propose"),
+    # 06
+    Case("06", "roofline_step_seconds", "FLOPs from bytes: 2 x weight_bytes(cfg, bytes_per_param) x tokens",
+         P("06", "roofline_step_seconds", ("compute_s = 2 * weight_bytes(cfg, 1) * tokens", "compute_s = 2 * weight_bytes(cfg, bytes_per_param) * tokens"))),
+    Case("06", "roofline_step_seconds", "memory time always in bf16 (ignores bytes_per_param)",
+         P("06", "roofline_step_seconds", ("decode_step_seconds(weight_bytes(cfg, bytes_per_param),", "decode_step_seconds(weight_bytes(cfg),")),
+         first="test_roofline_step_seconds"),
+    Case("06", "roofline_step_seconds", "compute not split across the GPUs",
+         P("06", "roofline_step_seconds", ("/ (n_gpus * gpu.flops_per_s)", "/ gpu.flops_per_s"))),
+    Case("06", "spec_tokens_per_second", "verify step over k tokens instead of k + 1",
+         P("06", "spec_tokens_per_second", ("tokens=k + 1)", "tokens=k)")), first="test_spec_tokens_per_second"),
+    Case("06", "spec_tokens_per_second", "k + 1 draft steps per round", P("06", "spec_tokens_per_second", ("(k * draft_s + verify_s)", "((k + 1) * draft_s + verify_s)"))),
+    Case("06", "spec_tokens_per_second", "ignores the draft step floor", P("06", "spec_tokens_per_second", ("draft_s = max(roofline_step_seconds(draft_cfg, gpu, n_gpus), draft_step_floor_s)",
+                                                                          "draft_s = roofline_step_seconds(draft_cfg, gpu, n_gpus)"))),
+    Case("06", "memory_needed_bytes", "the draft's KV cache forgotten (its weights counted)", lambda: '''
+def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
+    if not batch >= 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if not context >= 0:
+        raise ValueError(f"context must be >= 0, got {context}")
+    total = weight_bytes(target_cfg) + batch * context * kv_bytes_per_token(target_cfg)
+    return int(total + (0 if draft_cfg is None else weight_bytes(draft_cfg)))
+'''),
+    Case("06", "memory_needed_bytes", "GB instead of bytes", P("06", "memory_needed_bytes", ("return int(sum(", "return (1e-9 * sum(")), ),
+    Case("06", "max_concurrent_sequences", "reserve taken from what the weights leave, not from the whole memory",
+         P("06", "max_concurrent_sequences", ("free = (1 - reserve_fraction) * n_gpus * gpu_memory_bytes - weight_bytes_total",
+                                              "free = (1 - reserve_fraction) * (n_gpus * gpu_memory_bytes - weight_bytes_total)"))),
+    Case("06", "max_concurrent_sequences", "round() instead of floor", P("06", "max_concurrent_sequences", ("int(math.floor(free / (context * kv_bytes_per_token_total)))", "int(round(free / (context * kv_bytes_per_token_total)))")),
+         first="test_max_concurrent_sequences"),
+    Case("06", "max_concurrent_sequences", "a negative count when the weights do not fit",
+         P("06", "max_concurrent_sequences", ("    if free <= 0:\n        return 0\n", "")), first="test_max_concurrent_sequences"),
+]
+
+# ------------------------------------------------------------------------------ correct, written differently
+CORRECT = [
+    Case("04", "verify", "a Python loop over the drafts (one uniform per draft, stop at the first rejection)", '''
+def verify(p, q, draft_tokens, generator=None):
+    """Accept/reject k drafted tokens, one at a time. p (k+1, V), q (k, V), draft_tokens (k,)."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 2:
+        raise ValueError("q: expected a 2-D (k, V) tensor")
+    k, V = q.shape
+    if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[0] != k + 1 or p.shape[1] != V:
+        raise ValueError("p: expected shape (k+1, V) to match q")
+    if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 1 or len(draft_tokens) != k:
+        raise ValueError("draft_tokens: expected k token ids in a 1-D tensor")
+    out = []
+    for i in range(k):
+        x = int(draft_tokens[i])
+        if not 0 <= x < V:
+            raise ValueError("draft_tokens: id out of range")
+        px, qx = float(p[i, x]), float(q[i, x])
+        accept_prob = 1.0 if qx <= 0 else min(1.0, px / qx)
+        if px > 0 and float(torch.rand(1, generator=generator)) < accept_prob:
+            out.append(x)
+            continue
+        residual = torch.clamp(p[i] - q[i], min=0.0)
+        dist = residual if float(residual.sum()) > 0 else p[i]
+        out.append(int(torch.multinomial(dist, 1, generator=generator)))    # multinomial normalises itself
+        return torch.tensor(out, dtype=torch.long), i
+    out.append(int(torch.multinomial(p[k], 1, generator=generator)))
+    return torch.tensor(out, dtype=torch.long), k
+'''),
+    Case("04", "speculative_generate", "no KV cache: every forward recomputes the whole sequence (exact, slower)", '''
+@torch.no_grad()
+def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
+    """Speculative decoding without caches: each model reruns the whole sequence at every forward."""
+    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1 and input_ids.shape[1] >= 1):
+        raise ValueError("input_ids: need a (1, T) tensor, T >= 1")
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens: need at least 1")
+    if k < 1:
+        raise ValueError("k: need at least 1 draft token per round")
+    if temperature < 0:
+        raise ValueError("temperature: must not be negative")
+    tokens, T = input_ids.long(), input_ids.shape[1]
+    stats = {"rounds": 0, "drafted": 0, "accepted": 0, "per_round": []}
+    while tokens.shape[1] - T < max_new_tokens:
+        k_round = min(k, max_new_tokens - (tokens.shape[1] - T))
+        seq, qs = tokens, []
+        for _ in range(k_round):
+            q_next = probs_from_logits(draft(seq).logits[0, -1], temperature)
+            qs.append(q_next)
+            seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)
+        p = probs_from_logits(target(seq).logits[0, -(k_round + 1):], temperature)
+        new, n = verify(p, torch.stack(qs), seq[0, tokens.shape[1]:], generator)
+        tokens = torch.cat([tokens, new.view(1, -1)], dim=1)
+        stats["rounds"] += 1
+        stats["drafted"] += k_round
+        stats["accepted"] += n
+        stats["per_round"].append((k_round, n))
+    return tokens[:, :T + max_new_tokens], stats
+'''),
+    Case("03", "expected_tokens", "numpy inside (the series with np.arange), a different error message", '''
+def expected_tokens(alpha, k):
+    """(1 - alpha**(k+1)) / (1 - alpha) tokens per round, as the series 1 + alpha + ... + alpha**k."""
+    if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+        raise ValueError(f"bad k={k!r}: the draft length is an integer of at least 1")
+    if not (0.0 <= alpha <= 1.0):
+        raise ValueError(f"bad alpha={alpha!r}: an acceptance rate lies in [0, 1]")
+    return float(np.sum(float(alpha) ** np.arange(int(k) + 1)))
+'''),
+    Case("03", "speedup", "numpy inside", '''
+def speedup(alpha, k, c):
+    """expected_tokens(alpha, k) / (k c + 1)."""
+    if np.isnan(c) or c < 0:
+        raise ValueError("c, the draft cost ratio, must be >= 0")
+    return float(np.divide(expected_tokens(alpha, k), np.add(np.multiply(k, c), 1.0)))
+'''),
+    Case("03", "best_k", "np.argmax over all k (the first maximum is the smallest k)", '''
+def best_k(alpha, c, k_max=16):
+    """The smallest k in 1..k_max with the highest speedup."""
+    if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
+        raise ValueError("k_max: must be an integer >= 1")
+    values = np.array([speedup(alpha, k, c) for k in range(1, k_max + 1)])
+    return int(np.argmax(values)) + 1
+'''),
+    Case("01", "ridge_point", "a different but valid error message", '''
+def ridge_point(flops, bandwidth):
+    """FLOP/B where compute time equals memory time."""
+    for name, value in (("flops", flops), ("bandwidth", bandwidth)):
+        if not value > 0:
+            raise ValueError(f"invalid {name}={value!r} (expected a positive rate)")
+    return flops / bandwidth * 1.0
+'''),
+    Case("05", "estimate_alpha", "numpy arrays and a different error message", '''
+def estimate_alpha(accepted, drafted):
+    """alpha-hat = sum(n) / (sum(n) + rounds with n < k)."""
+    a, d = np.asarray(accepted, dtype=np.int64), np.asarray(drafted, dtype=np.int64)
+    if a.shape != d.shape:
+        raise ValueError("length mismatch between accepted and drafted")
+    if (d < 0).any():
+        raise ValueError("negative entry in drafted")
+    if (a < 0).any() or (a > d).any():
+        raise ValueError("entry of accepted outside [0, drafted]")
+    tested = int(a.sum()) + int((a < d).sum())
+    if tested == 0:
+        raise ValueError("nothing tested: drafted is empty or all zero")
+    return float(a.sum() / tested)
+'''),
+    Case("05", "ngram_propose", "a plain loop from the end and a different error message", '''
+def ngram_propose(tokens, n, k):
+    """Tokens that followed the most recent earlier occurrence of the last n tokens (at most k)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
+        raise ValueError("tokens: a 1-D tensor is required")
+    if n < 1:
+        raise ValueError("invalid n (need at least 1)")
+    if k < 1:
+        raise ValueError("invalid k (need at least 1)")
+    ids = tokens.tolist()
+    L = len(ids)
+    for j in range(L - n - 1, -1, -1):
+        if ids[j:j + n] == ids[L - n:]:
+            return torch.tensor(ids[j + n:j + n + k], dtype=torch.long)
+    return torch.zeros(0, dtype=torch.long)
+'''),
+    Case("06", "max_concurrent_sequences", "counts with // on floats and a different error message", '''
+def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_bytes_per_token_total, context,
+                             reserve_fraction=0.1):
+    """Whole sequences of `context` tokens whose KV fits next to the weights."""
+    checks = (("gpu_memory_bytes", gpu_memory_bytes > 0), ("n_gpus", n_gpus >= 1), ("weight_bytes_total", weight_bytes_total >= 0),
+              ("kv_bytes_per_token_total", kv_bytes_per_token_total > 0), ("context", context >= 1),
+              ("reserve_fraction", 0 <= reserve_fraction < 1))
+    for name, ok in checks:
+        if not ok:
+            raise ValueError(f"out of range: {name}")
+    usable = n_gpus * gpu_memory_bytes * (1 - reserve_fraction)
+    return max(0, int((usable - weight_bytes_total) // (context * kv_bytes_per_token_total)))
+'''),
+]
+
+
+def _id(case):
+    return f"{case.prefix}-{case.part}-{case.what[:40]}"
+
+
+ALL_PARTS = [(prefix, part) for prefix in NOTEBOOKS for part in parts(prefix)]
+
+
+@pytest.mark.parametrize("prefix,part", ALL_PARTS, ids=[f"{p}-{q}" for p, q in ALL_PARTS])
+def test_the_solution_passes_every_test_cell_of_its_part(prefix, part):
+    t0 = time.perf_counter()
+    assert run_part(prefix, part) == [], f"{prefix} {part}: the unmodified solution fails"
+    print(f"{prefix} {part}: {time.perf_counter() - t0:.1f} s")
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[_id(c) for c in WRONG])
+def test_a_wrong_implementation_fails_a_test_of_its_part(case):
+    failures = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)
+    assert failures, f"{case.prefix} {case.part}: passes every test although it is wrong: {case.what}"
+    print(f"{case.prefix} {case.part}: '{case.what}' fails {failures[0][0]}: {failures[0][1][:120]}")
+
+
+@pytest.mark.parametrize("case", CORRECT, ids=[_id(c) for c in CORRECT])
+def test_a_correct_implementation_written_differently_passes(case):
+    failures = run_part(case.prefix, case.part, case.text())
+    assert failures == [], f"{case.prefix} {case.part}: '{case.what}' is correct but fails {failures}"
+
+
+# ------------------------------------------------------------------------------------ fairness, by inspection
+def _hidden_blocks(prefix):
+    for cell in notebook(prefix).cells:
+        g = _grading(cell)
+        if cell.cell_type == "code" and g.get("grade") and "### BEGIN HIDDEN TESTS" in cell.source:
+            a = cell.source.index("### BEGIN HIDDEN TESTS")
+            b = cell.source.index("### END HIDDEN TESTS")
+            yield g["grade_id"], cell.source[a:b]
+
+
+def _is_rule(node):
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("rule: ")
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_every_hidden_assert_carries_a_literal_rule_label(prefix):
+    """Hidden asserts (and hidden `raise AssertionError(...)`) fail with a fixed "rule: ..." string: no f-string,
+    no hidden input or expected value in the message."""
+    bad = []
+    for grade_id, block in _hidden_blocks(prefix):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Assert) and not _is_rule(node.msg):
+                bad.append(f"{grade_id} line {node.lineno}: assert without a literal rule label")
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == "AssertionError":
+                if len(node.exc.args) != 1 or not _is_rule(node.exc.args[0]):
+                    bad.append(f"{grade_id} line {node.lineno}: raise AssertionError without a literal rule label")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_message_checks_use_word_boundaries(prefix):
+    """`"k" in str(e)` passes for any message containing the letter k: test cells use re.search(r"\\bk\\b", ...)."""
+    bad = [_grading(c)["grade_id"] for c in notebook(prefix).cells
+           if c.cell_type == "code" and _grading(c).get("grade") and re.search(r"\bin str\(e\)", c.source)]
+    assert not bad, f"{prefix}: substring checks of an error message in {bad}"
+
+
+@pytest.mark.parametrize("prefix", NOTEBOOKS)
+def test_part_headers_state_the_points_of_their_tests(prefix):
+    """'## Part X (N points)' equals the points of the graded cells up to the next part header."""
+    totals, current = {}, None
+    for cell in notebook(prefix).cells:
+        m = re.search(r"^## (Part [A-Z]) \((\d+) points?\)", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if m:
+            current = m.group(1)
+            totals[current] = [int(m.group(2)), 0]
+        elif cell.cell_type == "code" and _grading(cell).get("grade"):
+            assert current, f"{prefix}: graded cell {_grading(cell)['grade_id']} before any part header"
+            totals[current][1] += _grading(cell).get("points", 0)
+    wrong = {part: f"header {h}, tests {t}" for part, (h, t) in totals.items() if h != t}
+    assert totals and not wrong, f"{prefix}: {wrong}"
