@@ -9,7 +9,7 @@ from traitlets.config import Config
 from autograde import NOTEBOOKS, SOLUTIONS, assignments
 
 ASSIGNMENTS = assignments()
-NOTEBOOK_SECONDS = 180      # COURSE.md: each notebook runs on a 2-core CPU in under 3 minutes
+NOTEBOOK_SECONDS = 180      # the course's promise: each notebook runs on a 2-core CPU in under 3 minutes
 
 
 def solution_path(name):

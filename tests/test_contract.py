@@ -1,4 +1,4 @@
-"""The graded functions of COURSE.md exist in each finished notebook with their exact names and
+"""The graded functions of docs/contract.md exist in each finished notebook with their exact names and
 arguments, and reject bad input with a ValueError that names the argument."""
 import inspect
 
@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from nbhelpers import ASSIGNMENTS, solution_namespace
+from test_contract_doc import parse_contract
 from specdec.tables import load_hardware
 
 LLAMA_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -16,48 +17,10 @@ SPEC_8B = {"name": "Llama-3.1-8B", "weight_bytes": 16_060_522_496.0, "kv_bytes_p
 SPEC_1B = {"name": "Llama-3.2-1B", "weight_bytes": 2_471_628_800.0, "kv_bytes_per_token": 32_768.0}
 H100 = load_hardware()["H100 SXM"]
 
-# notebook prefix -> {function: parameters as "name" or "name=default"}
-CONTRACT = {
-    "01": {
-        "weight_bytes": ["cfg", "bytes_per_param=2"],
-        "kv_bytes_per_token": ["cfg", "bytes_per_elem=2"],
-        "decode_step_seconds": ["weight_bytes", "bandwidth", "kv_bytes=0.0"],
-        "ridge_point": ["flops", "bandwidth"],
-    },
-    "02": {
-        "width_where_cost_grows": ["ridge", "bytes_per_param"],
-        "predicted_cost_ratio": ["width", "ridge", "bytes_per_param", "batch=1"],
-    },
-    "03": {
-        "expected_tokens": ["alpha", "k"],
-        "speedup": ["alpha", "k", "c"],
-        "best_k": ["alpha", "c", "k_max=16"],
-    },
-    "04": {
-        "verify": ["p", "q", "draft_tokens", "generator=None"],
-        "speculative_generate": ["target", "draft", "input_ids", "max_new_tokens", "k=4", "temperature=0.0",
-                                 "generator=None"],
-    },
-    "05": {
-        "estimate_alpha": ["accepted", "drafted"],
-        "ngram_propose": ["tokens", "n", "k"],
-    },
-    "07": {
-        "compute_bound_batch": ["ridge", "k"],
-        "step_seconds": ["model", "gpu", "batch", "context", "tokens=1"],
-        "spec_speedup": ["batch", "context", "alpha", "k", "target", "draft", "gpu"],
-        "break_even_batch": ["context", "alpha", "k", "target", "draft", "gpu"],
-    },
-    "08": {
-        "round_cost_ratio": ["batch", "context", "k", "target", "draft", "gpu"],
-        "break_even_alpha": ["k", "cost_ratio"],
-        "speedup_from_times": ["alpha", "k", "plain_step_s", "round_s"],
-        "check_claim": ["alpha", "k", "plain_step_s", "round_s_range", "tolerance=0.05"],
-        "should_speculate": ["batch", "context", "alpha", "k", "target", "draft", "gpu"],
-        "best_k_for_batch": ["batch", "context", "alpha", "target", "draft", "gpu", "k_max=8"],
-        "deployment_plan": ["gpu", "target", "draft", "alphas", "states", "k_max=8"],
-    },
-}
+# notebook prefix -> {function: parameters as "name" or "name=default"}, read from docs/contract.md
+CONTRACT = {name[:2]: {fn: sig.split(",") if sig else [] for part in parts.values()
+                       for fn, sig in part["entries"].items() if sig is not None}
+            for name, parts in parse_contract().items()}
 
 # (notebook, function, args, kwargs, the argument the message must name)
 BAD_INPUT = [
@@ -141,7 +104,7 @@ def test_contract_function_has_its_exact_name_and_arguments(prefix, fname, names
         pytest.skip(f"notebook {prefix} is not written yet")
     ns = namespaces(prefix)
     assert fname in ns and callable(ns[fname]), f"notebook {prefix} does not define {fname}()"
-    assert _signature_spec(ns[fname]) == CONTRACT[prefix][fname], f"{fname}: signature differs from COURSE.md"
+    assert _signature_spec(ns[fname]) == CONTRACT[prefix][fname], f"{fname}: signature differs from docs/contract.md"
 
 
 @pytest.mark.parametrize("prefix,fname,args,kwargs,argname", BAD_INPUT,
