@@ -200,3 +200,48 @@ def test_release_command_still_works(tmp_path):
     assert release([A], release_dir=str(tmp_path / "r"), db_url=f"sqlite:///{tmp_path / 'g.db'}") == [A]
     assert (tmp_path / "r" / A / f"{A}.ipynb").exists()
     assert REPO.joinpath("autograde", "__main__.py").exists()
+
+
+# ------------------------------------------------------------------------------------- rule labels
+ALMOST_RIGHT = '''def expected_tokens(alpha, k):
+    """The right formula, ValueError for alpha outside [0, 1] (NaN too) and k < 1: but k = 2.5 passes."""
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if alpha == 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+'''
+
+
+@pytest.mark.timeout(600)
+def test_check_names_the_rule_a_hidden_test_found_broken(tmp_path):
+    """Notebook 03 Part A with an expected_tokens that accepts k = 2.5: check names the rule it broke, the
+    part's text states it, and nothing of the hidden tests but their labels is printed."""
+    name = "03_acceptance_math"
+    nb = nbformat.read(str(NOTEBOOKS / name / f"{name}.ipynb"), as_version=4)
+    solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in
+                 nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4).cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution"):
+            cell.source = ALMOST_RIGHT if gid == "expected_tokens" else solutions[gid]
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    done = _check(path, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    rules = [line.split("rule: ", 1)[1].strip() for line in out.splitlines() if "in the hidden tests: rule: " in line]
+    assert rules == ["bad input: k that is not an integer >= 1 must raise ValueError"], out
+    assert "Part A (4 points): expected tokens per round ................ 3/4" in out, out
+    part_a = load_assignment(name).parts[0]
+    stated = " ".join(c.source for c in nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4).cells)
+    assert "k not an integer" in stated or "k that is not an integer" in stated, "the notebook must state the rule"
+    hidden = "".join(t.source.split("### BEGIN HIDDEN TESTS", 1)[1] for t in part_a.tests
+                     if "### BEGIN HIDDEN TESTS" in t.source)
+    for line in hidden.splitlines():
+        line = line.strip()
+        if len(line) > 25 and "rule: " not in line:
+            assert line not in out, f"check printed hidden test text: {line}"

@@ -36,7 +36,7 @@ def test_the_class_run_grades_every_case(run):
 
 
 @pytest.mark.parametrize("student", ["rebind_reference", "rebind_counter", "loop_verify",
-                                     "no_cache_decoder"])
+                                     "static_cache_decoder"])
 def test_case_gets_its_score_and_status(run, student):
     expect, parts = run["expect"][student], run["rows"][student]
     total = parts["total"]

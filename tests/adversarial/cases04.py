@@ -2,7 +2,7 @@
 correct answers written differently from the solution.
 
 `build(dest)` writes one trimmed notebook per student under `dest` and returns {student: Expect}.
-The two `rebind_*` cases are the submissions that scored 10/12 and 12/12 before the guard recorded what
+The two `rebind_*` cases are the submissions that scored 10/12 and 12/12 (of 12 then) before the guard recorded what
 the locked cells bind (docs/grading.md has the before/after table).
 """
 from pathlib import Path
@@ -15,7 +15,7 @@ from autograde import REPO
 A = "04_speculative_decoder"
 SOLUTION = REPO / "solutions" / A / f"{A}.ipynb"
 RELEASED = REPO / "notebooks" / A / f"{A}.ipynb"
-FULL = 12.0
+FULL = 14.0
 VERIFY_POINTS = 6.0              # Part A: the four verify tests
 
 
@@ -116,22 +116,48 @@ LOOP_VERIFY = '''def verify(p, q, draft_tokens, generator=None):
     return torch.tensor(out, dtype=torch.long), k
 '''
 
-# correct, written differently: no cache at all, every forward over the whole sequence
-NO_CACHE_DECODER = '''@torch.no_grad()
+# correct, written differently: static caches indexed by position (as gpt-fast keeps them), rewound and
+# overwritten instead of cropped
+STATIC_CACHE_DECODER = '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-    """Speculative decoding that recomputes every forward from the whole sequence (no KV cache)."""
-''' + CHECKS + '''    seq = input_ids.long()
-    start = seq.shape[1]
+    """Speculative decoding with static caches indexed by position: a rejected position is overwritten later."""
+    from transformers import StaticCache
+    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1
+            and input_ids.shape[1] >= 1):
+        raise ValueError("input_ids must be a (1, T) tensor")
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be >= 1")
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if temperature < 0:
+        raise ValueError("temperature must be >= 0")
+    seq = input_ids.long()
+    start, size = seq.shape[1], seq.shape[1] + max_new_tokens + 2 * k + 4
+    caches = {m: StaticCache(config=m.config, max_cache_len=size) for m in (target, draft)}
+    done = {target: 0, draft: 0}                 # positions whose keys and values are valid in each cache
+
+    def run(model, upto):                        # logits of positions done[model] .. upto - 1
+        for layer in caches[model].layers:       # write from position done[model] on: a static cache is
+            if getattr(layer, "is_initialized", False):   # overwritten in place, never cropped
+                layer.cumulative_length.fill_(done[model])
+        pos = torch.arange(done[model], upto)
+        out = model(seq_ext[:, done[model]:upto], cache=caches[model], use_cache=True,
+                    position_ids=pos.view(1, -1))
+        done[model] = upto
+        return out.logits[0]
+
     stats = {"rounds": 0, "drafted": 0, "accepted": 0, "per_round": []}
     while seq.shape[1] - start < max_new_tokens:
         n_draft = min(k, max_new_tokens - (seq.shape[1] - start))
-        ext, qs = seq, []
+        L = seq.shape[1]
+        done[target], done[draft] = min(done[target], L - 1), min(done[draft], L - 1)
+        seq_ext, qs = seq, []
         for _ in range(n_draft):
-            q_next = probs_from_logits(draft(ext).logits[0, -1:], temperature)[0]
+            q_next = probs_from_logits(run(draft, seq_ext.shape[1])[-1], temperature)
             qs.append(q_next)
-            ext = torch.cat([ext, sample(q_next, generator).view(1, 1)], dim=1)
-        p = probs_from_logits(target(ext).logits[0, -(n_draft + 1):], temperature)
-        new, n = verify(p, torch.stack(qs), ext[0, seq.shape[1]:], generator)
+            seq_ext = torch.cat([seq_ext, sample(q_next, generator).view(1, 1)], dim=1)
+        p = probs_from_logits(run(target, seq_ext.shape[1])[-(n_draft + 1):], temperature)
+        new, n = verify(p, torch.stack(qs), seq_ext[0, L:], generator)
         seq = torch.cat([seq, new.view(1, -1)], dim=1)
         stats["rounds"] += 1
         stats["drafted"] += n_draft
@@ -156,9 +182,9 @@ def build(dest):
                                   detail=["ForwardCounter"])),
         "loop_verify": ({**answers, "verify": LOOP_VERIFY},
                         Expect(FULL, "ok", what="correct, written differently: a loop in verify, other messages")),
-        "no_cache_decoder": ({**answers, "speculative_generate": NO_CACHE_DECODER},
-                             Expect(FULL, "ok", what="correct, written differently: no KV cache, full "
-                                                     "recompute each forward")),
+        "static_cache_decoder": ({**answers, "speculative_generate": STATIC_CACHE_DECODER},
+                                 Expect(FULL, "ok", what="correct, written differently: static caches indexed "
+                                                         "by position, rewound instead of cropped")),
     }
     expect = {}
     for student, (ans, exp) in cases.items():
