@@ -9,13 +9,12 @@ import nbformat
 import pytest
 
 from autograde import REPO, assignments
-from autograde.assignment import HIDDEN_BEGIN, PART_HEADER, load_assignment, nbgrader_meta, source_notebook
+from autograde.assignment import PART_HEADER, TestCell, load_assignment, nbgrader_meta, source_notebook
 
 CONTRACT = REPO / "docs" / "contract.md"
 ENTRY = re.compile(r"^#### `([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?`\s*$")
 PART = re.compile(r"^### (Part [A-Za-z0-9]+) \((\d+(?:\.\d+)?) points?\)")
 RULE_LINE = re.compile(r'^- `rule: ([^`]+)` *(?:—|--) *"(.+)"\s*$')
-RULE_LITERAL = re.compile(r"""["']rule: ([^"']+)["']""")
 
 
 def _words(text):
@@ -83,8 +82,7 @@ def notebook_parts(name):
                             if isinstance(leaf, ast.Name) and not leaf.id.isupper():
                                 current["entries"].setdefault(leaf.id, None)
         elif meta.get("grade"):
-            hidden = cell.source.split(HIDDEN_BEGIN, 1)[1] if HIDDEN_BEGIN in cell.source else ""
-            current["rules"] |= {r.strip() for r in RULE_LITERAL.findall(hidden)}
+            current["rules"] |= set(TestCell(meta["grade_id"], 0.0, cell.source).rules)
     return parts
 
 

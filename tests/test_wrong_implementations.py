@@ -19,13 +19,20 @@ import re
 import time
 from dataclasses import dataclass
 
+import matplotlib
+import matplotlib.pyplot
 import nbformat
 import pytest
+
+matplotlib.use("Agg")
 
 from nbhelpers import solution_path
 
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
-             "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings"}
+             "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
+             "07": "07_batch_crossover", "08": "08_break_even_acceptance"}
+# notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
+RUN_EVERY_CELL = {"07", "08"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
 PRELUDE = {"01": 'cfg_8b, cfg_70b = configs["Llama-3.1-8B"], configs["Llama-3.1-70B"]\n'}
 
@@ -86,6 +93,12 @@ def namespace(prefix, replaced=None):
         if g.get("solution") or (g.get("locked") and not g.get("grade") and "setup" not in cell.metadata.get("tags", [])):
             source = (replaced or {}).get(g.get("grade_id"), cell.source)
             exec(compile(source, f"{prefix}:{g.get('grade_id')}", "exec"), ns)
+        elif prefix in RUN_EVERY_CELL and not g and "setup" not in cell.metadata.get("tags", []):
+            try:                 # the notebook's own cells (tables, plots) define names its tests use
+                exec(compile(cell.source, f"{prefix}:cell", "exec"), ns)
+            except Exception:    # noqa: BLE001  (a cell that needs an answer the case replaced)
+                pass
+    matplotlib.pyplot.close("all")
     return ns
 
 
@@ -101,10 +114,29 @@ def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False)
         try:
             exec(compile(cell_source, f"{prefix}:{grade_id}", "exec"), dict(ns))
         except Exception as e:      # an assert, or the wrong code crashing: either way the test cell fails
-            failures.append((grade_id, f"{type(e).__name__}: {str(e)[:200]}"))
+            tb, line = e.__traceback__, 0
+            while tb is not None:   # the line of the test cell where it failed, as the grader reports it
+                if tb.tb_frame.f_code.co_filename == f"{prefix}:{grade_id}":
+                    line = tb.tb_lineno
+                tb = tb.tb_next
+            failures.append(Failure(grade_id, f"{type(e).__name__}: {str(e)[:200]}", line, str(e)))
             if stop_at_first_failure:
                 break
     return failures
+
+
+@dataclass
+class Failure:
+    grade_id: str
+    text: str
+    line: int
+    message: str
+
+    def __getitem__(self, i):          # (grade_id, text), as printed
+        return (self.grade_id, self.text)[i]
+
+    def __eq__(self, other):
+        return (self.grade_id, self.text) == tuple(other) if isinstance(other, tuple) else NotImplemented
 
 
 def patched(prefix, part, *replacements):
@@ -426,6 +458,33 @@ def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_by
 ]
 
 
+CORRECT += [
+    Case("08", "break_even_alpha", "Newton's method on E(alpha) - cost_ratio instead of bisection", '''
+def break_even_alpha(k, cost_ratio):
+    """Smallest alpha with expected_tokens(alpha, k) >= cost_ratio, by Newton's method (E is increasing)."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if not cost_ratio > 0:
+        raise ValueError(f"cost_ratio must be > 0, got {cost_ratio}")
+    if cost_ratio > k + 1:
+        raise ValueError(f"cost_ratio {cost_ratio} > k + 1: no alpha pays")
+    if cost_ratio <= 1:
+        return 0.0
+    e = lambda a: sum(a ** i for i in range(k + 1))                  # E(alpha, k) as the series
+    de = lambda a: sum(i * a ** (i - 1) for i in range(1, k + 1))    # its derivative
+    a = 1.0                                    # E is convex and increasing: from the right, Newton never overshoots
+    for _ in range(200):
+        step = (e(a) - cost_ratio) / de(a)
+        a = min(1.0, max(0.0, a - step))
+        if abs(step) < 1e-13:
+            break
+    while e(a) < cost_ratio and a < 1.0:       # the answer must pay: nudge up to the first alpha that does
+        a = min(1.0, a + 1e-12)
+    return float(a)
+'''),
+]
+
+
 def _id(case):
     return f"{case.prefix}-{case.part}-{case.what[:40]}"
 
@@ -504,3 +563,27 @@ def test_part_headers_state_the_points_of_their_tests(prefix):
             totals[current][1] += _grading(cell).get("points", 0)
     wrong = {part: f"header {h}, tests {t}" for part, (h, t) in totals.items() if h != t}
     assert totals and not wrong, f"{prefix}: {wrong}"
+
+
+# ----------------------------------------------------------------------------- the rule a wrong answer breaks
+def _contract_rules(prefix):
+    from test_contract_doc import parse_contract
+    return {rule for part in parse_contract()[NOTEBOOKS[prefix]].values() for rule in part["rules"]}
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[_id(c) for c in WRONG])
+def test_a_wrong_implementation_is_told_which_rule_it_breaks(case):
+    """What `check` shows for the first failing test: the visible line, or the label of the hidden rule (one of
+    docs/contract.md's for that notebook), found from the failing line as the grader finds it."""
+    from autograde.assignment import TestCell
+    from autograde.outcomes import RULE_PREFIX
+    failure = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)[0]
+    test = TestCell(failure.grade_id, 1.0, dict(part_test_cells(case.prefix, case.part))[failure.grade_id])
+    assert failure.line, f"{case.what}: no line of {failure.grade_id} in the traceback"
+    if failure.line <= test.visible_lines:
+        assert test.line(failure.line), f"{case.what}: fails a visible line, which check shows"
+        return
+    said = failure.message[len(RULE_PREFIX):].strip() if failure.message.startswith(RULE_PREFIX) else ""
+    label = said if said in test.rules else test.rule_at(failure.line)
+    assert label, f"{case.what}: fails line {failure.line} of {failure.grade_id}, which names no rule"
+    assert label in _contract_rules(case.prefix), f"{case.what}: rule {label!r} is not in docs/contract.md"
