@@ -458,6 +458,33 @@ def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_by
 ]
 
 
+WRONG += [
+    Case("07", "step_seconds", "one sequence's KV for the whole batch (KV not multiplied by batch)",
+         P("07", "step_seconds", ('model["weight_bytes"] + batch * context * model["kv_bytes_per_token"]',
+                                  'model["weight_bytes"] + context * model["kv_bytes_per_token"]'))),
+    Case("07", "step_seconds", "KV read once per new token (k + 1 times in a verify step)",
+         P("07", "step_seconds", ('batch * context * model["kv_bytes_per_token"]',
+                                  'batch * tokens * context * model["kv_bytes_per_token"]'))),
+    Case("07", "spec_speedup", "the draft costs nothing even when it is a model",
+         P("07", "spec_speedup", ("draft_s = 0.0 if draft is None else step_seconds(draft, gpu, batch, context)",
+                                  "draft_s = 0.0"))),
+    Case("07", "spec_speedup", "KV left out (the zero-context model at every context)",
+         P("07", "spec_speedup", ("plain = step_seconds(target, gpu, batch, context)\n",
+                                  "plain = step_seconds(target, gpu, batch, 0)\n"),
+           ("verify = step_seconds(target, gpu, batch, context, tokens=k + 1)",
+            "verify = step_seconds(target, gpu, batch, 0, tokens=k + 1)"))),
+    Case("07", "break_even_batch", "the first batch that does not pay instead of the last that does",
+         P("07", "break_even_batch", ("return int(batch), bool(batch == limit)",
+                                      "return int(batch + 1), bool(batch == limit)"))),
+    Case("08", "round_cost_ratio", "the draft runs once per round, not k times",
+         P("08", "round_cost_ratio", ("return float((k * draft_s + step_seconds", "return float((draft_s + step_seconds"))),
+    Case("08", "best_k_for_batch", "ties go to the largest k", P("08", "best_k_for_batch", ("if value > best_value:", "if value >= best_value and k > 0:"))),
+    Case("08", "should_speculate", "a tie counts as worth it", P("08", "should_speculate", ("> 1.0)", ">= 1.0)"))),
+    Case("08", "deployment_plan", "fleet speedup as the share-weighted mean of speedups (not of times)",
+         P("08", "deployment_plan", ('time_ratio = sum(share / total / speedups[state] for state, share in states.items())',
+                                     'time_ratio = 1.0 / sum(share / total * speedups[state] for state, share in states.items())'))),
+]
+
 CORRECT += [
     Case("08", "break_even_alpha", "Newton's method on E(alpha) - cost_ratio instead of bisection", '''
 def break_even_alpha(k, cost_ratio):
