@@ -77,11 +77,15 @@ def main(argv=None):
         return 0
     if args.command == "workspace":
         from autograde.release import publish
-        from autograde.workspace import set_up
+        from autograde.workspace import changed_in_course_folder, set_up
         exchange = publish()
         sync = set_up()
         for line in sync.messages:
             print(line)
+        for path in changed_in_course_folder():
+            print(f"{path} has changes of yours, in the course's own copy: your work belongs in {sync.workspace.name}/ "
+                  f"(a first set-up copies it there); once it is there, `git checkout -- notebooks/` lets `git pull` "
+                  f"update the course")
         print(f"your workspace: {sync.workspace} (course updates never overwrite it; the Assignment List reads "
               f"the local exchange {exchange})")
         return 0

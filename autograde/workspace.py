@@ -21,7 +21,7 @@ makes the workspace the folder the Assignment List opens and submits from.
 import hashlib
 import json
 import os
-import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,8 @@ UPDATES = "course-updates"
 CONFIG = "nbgrader_config.py"
 SKIP = {".ipynb_checkpoints", "__pycache__"}
 
-__all__ = ["WORKSPACE", "MANIFEST", "UPDATES", "Sync", "default_workspace", "set_up", "resolve_notebook"]
+__all__ = ["WORKSPACE", "MANIFEST", "UPDATES", "Sync", "default_workspace", "set_up", "resolve_notebook",
+           "changed_in_course_folder"]
 
 
 def default_workspace():
@@ -213,3 +214,17 @@ def resolve_notebook(arg, workspace=None):
                           f"`python -m autograde workspace`) puts a fresh copy there, or give the path of your "
                           f"notebook")
     return mine
+
+
+def changed_in_course_folder(course=NOTEBOOKS):
+    """Notebooks in the course's tracked folder that differ from the checkout's last commit, as paths from
+    the repository root: work done there under an earlier version of the course, which blocks `git pull`
+    and fails the sync test. [] where git cannot tell (no git, not a checkout)."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "."], cwd=course,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    return sorted(line[3:] for line in done.stdout.splitlines() if line[3:].endswith(".ipynb"))

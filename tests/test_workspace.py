@@ -288,3 +288,23 @@ def test_check_by_number_grades_the_learners_copy_in_the_workspace(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"checking {first}.ipynb against {first}" in done.stdout, done.stdout
     assert "total: 9/9 points" in done.stdout, done.stdout
+
+
+def test_work_done_in_the_course_folder_is_named(tmp_path):
+    """A learner who worked in notebooks/ under an earlier version of the course is told which files hold
+    their changes (they block `git pull` and fail the sync test); a clean checkout names none."""
+    from autograde.workspace import changed_in_course_folder
+
+    repo = tmp_path / "clone"
+    course = repo / "notebooks"
+    for name in assignments()[:2]:
+        copy_notebook_folder(NOTEBOOKS / name, course / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for cmd in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "course"]):
+        subprocess.run(git + cmd, cwd=repo, check=True, capture_output=True)
+    assert changed_in_course_folder(course) == []
+    first = assignments()[0]
+    learner_edits(course / rel(first))
+    assert changed_in_course_folder(course) == [f"notebooks/{rel(first)}"]
+    (tmp_path / "plain").mkdir()
+    assert changed_in_course_folder(tmp_path / "plain") == [], "a folder outside any checkout has no changes"
