@@ -78,8 +78,12 @@ def main(argv=None):
     if args.command == "workspace":
         from autograde.release import publish
         from autograde.workspace import changed_in_course_folder, set_up
-        exchange = publish()
-        sync = set_up()
+        try:
+            exchange = publish()
+            sync = set_up()
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         for line in sync.messages:
             print(line)
         for path in changed_in_course_folder():

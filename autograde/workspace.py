@@ -120,6 +120,9 @@ def set_up(course=NOTEBOOKS, workspace=None, config_template=None):
     my-work/, or SPECDEC_WORKSPACE). Never overwrites or deletes a file of the learner's.
     """
     course = Path(course)
+    if not course.is_dir():
+        raise FileNotFoundError(f"the course's released notebooks {course} are missing: restore them with "
+                                f"`git checkout -- {course.name}/` (instructors: `make release`)")
     ws = Path(workspace or default_workspace())
     sync = Sync(ws)
     first = not (ws / MANIFEST).exists()

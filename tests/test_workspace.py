@@ -170,6 +170,12 @@ def test_a_corrupt_notebook_is_reported_by_name_and_left_untouched(course, tmp_p
     assert (ws / rel(NEW)).exists() and (ws / UPDATES / rel(EDITED)).exists()
 
 
+def test_a_missing_course_folder_is_named_and_no_workspace_is_made(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"the course's released notebooks .*gone are missing"):
+        set_up(tmp_path / "gone", tmp_path / "my-work")
+    assert not (tmp_path / "my-work").exists()
+
+
 def test_a_workspace_without_its_record_offers_what_differs_and_changes_nothing(course, tmp_path):
     """A lost or unreadable manifest: copies equal to the course's are recorded silently, a differing copy
     is offered beside it (no record says which version it came from); nothing of the learner's changes."""
