@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine (Python 3.11):
-#   make lab    create .venv, install everything, open the course in JupyterLab
+#   make lab    create .venv, install everything, open your workspace my-work/ in JupyterLab
 #   make test   same set-up if needed, then run the full test suite
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -26,9 +26,11 @@ $(STAMP): requirements.txt pyproject.toml
 # jupyter refuses to run as root unless told (containers, CI machines)
 ROOTFLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
+# the learner's own copies live in my-work/ (git-ignored; autograde/workspace.py): filled from notebooks/
+# on first run, refreshed on later runs without overwriting anything the learner has
 lab: $(STAMP)
-	$(BIN)/python -m autograde exchange
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOTFLAG)
+	$(BIN)/python -m autograde workspace
+	$(BIN)/jupyter lab --notebook-dir=my-work $(ROOTFLAG)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq

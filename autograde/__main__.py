@@ -1,6 +1,7 @@
 """The course's grading tool.
 
-  python -m autograde check PATH.ipynb                 a learner: grade your own notebook
+  python -m autograde workspace                       a learner: set up or refresh your workspace my-work/
+  python -m autograde check 04 | PATH.ipynb            a learner: grade your own notebook
   python -m autograde class ASSIGNMENT SUBMISSIONS     an instructor: grade a class, feedback, grades CSV
   python -m autograde release [ASSIGNMENT ...]         regenerate notebooks/ from solutions/
 """
@@ -37,8 +38,12 @@ def main(argv=None):
         p.add_argument("--full", action="store_true",
                        help="run measurement sweeps at full size (default: SPECDEC_QUICK=1; never graded)")
 
+    sub.add_parser("workspace", help="set up or refresh your workspace (my-work/) from the course's notebooks, "
+                                     "never overwriting your copies, and fill the local exchange (make lab runs this)")
+
     chk = sub.add_parser("check", help="grade your own notebook with the course's tests")
-    chk.add_argument("notebook")
+    chk.add_argument("notebook", help="an assignment, by number (04) or name: your copy in the workspace "
+                                      "(my-work/); or the path of a notebook file")
     chk.add_argument("--no-sandbox", action="store_true", help="run the kernel without bubblewrap")
     limits(chk, 600)
 
@@ -69,6 +74,24 @@ def main(argv=None):
     if args.command == "exchange":
         from autograde.release import publish
         print(f"assignments published to the local exchange {publish()}")
+        return 0
+    if args.command == "workspace":
+        from autograde.release import publish
+        from autograde.workspace import changed_in_course_folder, set_up
+        try:
+            exchange = publish()
+            sync = set_up()
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for line in sync.messages:
+            print(line)
+        for path in changed_in_course_folder():
+            print(f"{path} has changes of yours, in the course's own copy: your work belongs in {sync.workspace.name}/ "
+                  f"(a first set-up copies it there); once it is there, `git checkout -- notebooks/` lets `git pull` "
+                  f"update the course")
+        print(f"your workspace: {sync.workspace} (course updates never overwrite it; the Assignment List reads "
+              f"the local exchange {exchange})")
         return 0
     if args.command == "check":
         from autograde.check import check

@@ -1,4 +1,5 @@
-"""`python -m autograde check PATH.ipynb`: a learner grades their own notebook with the course's tests.
+"""`python -m autograde check 04` (or PATH.ipynb): a learner grades their own notebook with the course's tests
+(an assignment number or name means the learner's copy in the workspace, my-work/).
 
 The notebook runs exactly as it will for the instructor (nbgrader autograde with the hidden tests,
 the guarded kernel, in the sandbox when bubblewrap is installed), in a temporary course folder; nothing
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
 from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
+from autograde.workspace import resolve_notebook
 
 STUDENT = "learner"
 
@@ -71,6 +73,11 @@ def hint(part, outcome, timeout_s):
 def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, out=sys.stdout):
     """Grade one notebook; print the report; return (points, max points) or None if it could not be graded."""
     t0 = time.monotonic()
+    try:
+        path = resolve_notebook(path)       # an assignment (04) means the learner's copy in the workspace
+    except LookupError as exc:
+        print(f"cannot grade {path}: {exc}", file=out)
+        return None
     path = Path(path).expanduser().resolve()
     try:
         nb = read_json_notebook(path)

@@ -1,7 +1,9 @@
 """The course as learners meet it: JupyterLab in a real, headless Chromium.
 
-One `jupyter lab` (localhost, random free port, no token) serves temporary copies of the notebooks;
-one browser page opens them one after another, as a learner would:
+One `jupyter lab` (localhost, random free port, no token) serves a temporary learner workspace, set up
+as `make lab` sets up my-work/ (autograde.workspace.set_up: the released notebooks, the workspace's own
+nbgrader config, a published local exchange), in which the learner has done the work (each solution
+in place of the learner's copy); one browser page opens them one after another, as a learner would:
 
 - every solution notebook: Run > Run All Cells, wait until the kernel is idle with nothing queued,
   then no cell holds an error, every cell that promises a figure shows a rendered image, and every
@@ -12,8 +14,9 @@ one browser page opens them one after another, as a learner would:
 - the first notebook with an ipywidgets slider: drag its slider, the explorer's figure changes.
   The same drag is proven on a throwaway notebook, so a broken mechanism is told apart from a
   notebook without an explorer.
-- nbgrader's Validate button: an untouched learner notebook reports failure, its solution success;
-  nbgrader's Assignment List opens from the Nbgrader menu.
+- nbgrader's Validate button, on a workspace notebook: started over (the learner's copy moved away and
+  the set-up run again) it reports failure, with the solution success; nbgrader's Assignment List opens
+  from the Nbgrader menu and lists the workspace's notebooks as downloaded.
 
 Kernels get SPECDEC_QUICK=1 (the smaller measurement sweeps). Nothing is written into solutions/ or
 notebooks/. Screenshots, the server log, per-notebook times (times.json) and, on failure, the executed
@@ -31,8 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from autograde import NOTEBOOKS, REPO, SOLUTIONS
-from autograde.release import copy_notebook_folder, publish
+from autograde import NOTEBOOKS, REPO
+from autograde.release import publish
+from autograde.workspace import set_up
 from nbhelpers import ASSIGNMENTS, NOTEBOOK_SECONDS, read, solution_path
 
 from browser import page as lab_page
@@ -102,14 +106,15 @@ def lab(tmp_path_factory, request):
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     base = tmp_path_factory.mktemp("lab")
-    root = base / "root"
-    for name in RUN:
-        copy_notebook_folder(SOLUTIONS / name, root / name)
-    # the Assignment List as `make lab` sets it up: the learner config, a published local exchange
+    root = base / "my-work"
+    # the learner's workspace as `make lab` sets it up: a published local exchange, the released
+    # notebooks copied into the workspace with its own nbgrader config (the Assignment List's settings)
     publish(base / "exchange")
-    (root / "nbgrader_config.py").write_text(
-        f"c = get_config()\nload_subconfig({str(NOTEBOOKS / 'nbgrader_config.py')!r})\n"
-        f"c.Exchange.assignment_dir = {str(root)!r}\n")
+    sync = set_up(NOTEBOOKS, root)
+    assert sorted(sync.added) == [f"{n}/{n}.ipynb" for n in ASSIGNMENTS], sync.messages
+    # a learner who has done the work: the solution in place of their copy
+    for name in RUN:
+        shutil.copyfile(solution_path(name), root / name / f"{name}.ipynb")
     server = LabServer(root, base / "home", cwd=REPO,
                        env_extra={"SPECDEC_QUICK": QUICK, "SPECDEC_EXCHANGE": str(base / "exchange")},
                        log_path=ARTIFACTS / "jupyter-lab.log")
@@ -319,15 +324,22 @@ def test_dragging_a_slider_redraws_an_interact_figure_on_a_throwaway_notebook(la
 
 
 def test_nbgrader_validate_fails_an_untouched_learner_notebook_and_passes_its_solution(lab, page):
-    """nbgrader's Validate toolbar button, on the notebook that ran fastest above (the validator
-    executes the whole notebook again on the server, twice)."""
+    """nbgrader's Validate toolbar button on the workspace's copy of the notebook that ran fastest above
+    (the validator executes the whole notebook again on the server, twice): started over as the README
+    says (the learner's copy moved away, the set-up run again) it fails; with the solution it passes."""
     name = min(TIMES, key=TIMES.get) if TIMES else ASSIGNMENTS[0]
+    rel = f"{name}/{name}.ipynb"
     seconds = {}
-    for kind, source, expect in (("learner", NOTEBOOKS, "validation-failed"),
-                                 ("solution", SOLUTIONS, "validation-success")):
-        copy_notebook_folder(source / name, lab.root / "validate" / kind / name)
+    for kind, expect in (("learner", "validation-failed"), ("solution", "validation-success")):
+        if kind == "learner":
+            (lab.root / rel).rename(lab.root / f"{name}-my-old-copy.ipynb")
+            sync = set_up(NOTEBOOKS, lab.root)
+            assert sync.restored == [rel] and (lab.root / rel).read_bytes() == (NOTEBOOKS / rel).read_bytes(), \
+                sync.messages
+        else:
+            shutil.copyfile(solution_path(name), lab.root / rel)
         try:
-            lab_page.open_notebook(page, lab.url, f"validate/{kind}/{name}/{name}.ipynb", kernel=False)
+            lab_page.open_notebook(page, lab.url, rel, kernel=False)
             t0 = time.perf_counter()
             dialog, result = lab_page.click_validate(page, NOTEBOOK_SECONDS)
             seconds[kind] = time.perf_counter() - t0
