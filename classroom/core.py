@@ -155,6 +155,15 @@ def proxy_command():
                          "with node, else the PyPI drop-in `pip install configurable-http-proxy`)")
 
 
+def _write_new(path, text):
+    """Write a file of the classroom environment as a new inode (never through a hard link into the .venv)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    path.write_text(text)
+    os.chmod(path, 0o644)
+
+
 def _copy_tree(src, dest):
     """Copy a folder's contents as hard links (instant, no space) where src and dest share a file
     system, else as a plain copy."""
@@ -389,8 +398,7 @@ class Classroom:
                 f"and the course's .venv packages) in {time.monotonic() - t0:.0f} s")
         # every server and nbgrader command of this environment finds the exchange through this file
         cfg = venv / "etc" / "jupyter" / "nbgrader_config.py"
-        cfg.parent.mkdir(parents=True, exist_ok=True)
-        cfg.write_text(
+        _write_new(cfg, 
             "# written by `python -m classroom up`: the classroom's nbgrader exchange\n"
             "c = get_config()\n"
             f"c.CourseDirectory.course_id = {self.course!r}\n"
@@ -398,7 +406,9 @@ class Classroom:
             "c.Execute.timeout = 120  # as the course's nbgrader_config.py (Validate runs the whole notebook)\n"
             "# submissions readable by the course's graders only (nbgrader's default: 0777 folders, 0644 files)\n"
             f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n")
-        os.chmod(cfg, 0o644)
+        # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
+        _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
 
     def _course_folder(self):
         """ROOT/course: the instructor's nbgrader course (solutions, gradebook): instructor and group
@@ -512,6 +522,15 @@ class Classroom:
                 return time.monotonic() - t0
             time.sleep(0.25)
         raise ClassroomError(f"the server of {user} was not ready within {timeout} s:\n{self.log_tail()}")
+
+    def run_as(self, user, args, cwd="/", timeout=600, env=None):
+        """Run the classroom's python with `args` as `user`: that uid, its group and its supplementary
+        groups only (never root's), HOME its home, PATH the classroom environment first."""
+        pw = pwd.getpwnam(user)
+        groups = os.getgrouplist(user, pw.pw_gid)
+        run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
+        return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
+                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout)
 
     def token(self, user, note="classroom"):
         """A fresh API token of `user` (with the user's own permissions), through the hub's REST API."""
