@@ -2,13 +2,14 @@
 
   up    create the instructor and N student Unix users, the classroom environment under /opt, the
         nbgrader exchange and the course folder under /srv, then run JupyterHub until Ctrl-C
-        (the users stay until `down`)
+        (the users stay until `down`); run again, it starts the hub of the existing classroom
   down  stop the hub and remove exactly what `up` created
 """
 import argparse
 import signal
 import sys
 import time
+from pathlib import Path
 
 from classroom import COURSE_ID, PREFIX, ROOT
 from classroom.core import Classroom, ClassroomError, check_username, log
@@ -34,10 +35,17 @@ def main(argv=None):
             Classroom.load(args.root).teardown()
             return 0
         p = check_username(args.prefix_name)
-        students = [n.strip() for n in args.names.split(",") if n.strip()] or \
-            [f"{p}-student{i:02d}" for i in range(1, args.students + 1)]
-        room = Classroom(f"{p}-instructor", students, port=args.port, root=args.root, prefix=args.prefix,
-                         course=COURSE_ID).setup()
+        if (Path(args.root) / "state.json").exists():
+            # set up before (the hub was stopped with Ctrl-C): start its hub again, users and grades as they are
+            room = Classroom.load(args.root)
+            students = room.students
+            log(f"a classroom is set up at {args.root} ({room.instructor}, {len(students)} students, port "
+                f"{room.port}): starting its hub again (`make classroom-down` removes it)")
+        else:
+            students = [n.strip() for n in args.names.split(",") if n.strip()] or \
+                [f"{p}-student{i:02d}" for i in range(1, args.students + 1)]
+            room = Classroom(f"{p}-instructor", students, port=args.port, root=args.root, prefix=args.prefix,
+                             course=COURSE_ID).setup()
         if args.no_hub:
             return 0
         room.start()

@@ -90,21 +90,24 @@ def main(argv=None):
         out["kernel_imports_mib"] = kernel.stdout.split() if kernel.returncode == 0 else kernel.stderr[-500:]
         log(f"servers: spawn median {out['spawn_s']['median']} s, memory {out['server_memory_mib']}")
 
-        # every student fetches, fills, submits through their own server
+        # the instructor releases; every student fetches, fills, submits through their own server
+        itoken = room.token(room.instructor)
+        svc = f"/services/{COURSE_ID}/formgrader/api/assignment/{ASSIGNMENT}"
+        released = room.api(f"{svc}/release", "POST", {}, token=itoken)
+        assert released["success"], released
         t0 = time.monotonic()
         for i, s in enumerate(students):
             kind = fill.KINDS[i % 3]
             token = room.token(s)
             api = lambda path, method="GET", body=None: room.api(f"/user/{s}{path}", method, body, token=token)
-            api("/assignments/fetch", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+            fetched = api("/assignments/fetch", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+            assert fetched["success"], fetched
             nb = fill.filled_notebook(ASSIGNMENT, kind, PARTIAL)
             api(f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb", "PUT",
                 {"type": "notebook", "format": "json", "content": nb})
             done = api("/assignments/submit", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
             assert done["success"], done
         out["fetch_fill_submit_all_s"] = round(time.monotonic() - t0, 1)
-        itoken = room.token(room.instructor)
-        svc = f"/services/{COURSE_ID}/formgrader/api/assignment/{ASSIGNMENT}"
         t0 = time.monotonic()
         assert room.api(f"{svc}/collect", "POST", {}, token=itoken)["success"]
         out["collect_s"] = round(time.monotonic() - t0, 1)
@@ -125,6 +128,10 @@ def main(argv=None):
             f"(exit {graded.returncode}); scores as expected: {out['scores_as_expected']}")
     finally:
         out["load_average_at_end"] = os.getloadavg()
+        try:
+            Path(args.out).with_suffix(".hub.log").write_text(room.log_tail(10**7))
+        except OSError:
+            pass
         room.teardown()
         Path(args.out).write_text(json.dumps(out, indent=1))
         print(json.dumps({k: v for k, v in out.items() if k != "spawn_s"} | {"spawn_s": {

@@ -89,6 +89,21 @@ def test_a_missing_exchange_or_a_wrong_mode_is_reported(tmp_path):
         check_exchange(root)
 
 
+def test_the_command_refuses_an_invalid_student_name_before_creating_anything(tmp_path, capsys):
+    from classroom.__main__ import main
+
+    root = tmp_path / "room"
+    assert main(["up", "--names", "sd-ok,Bad Name", "--root", str(root), "--prefix", str(tmp_path / "env"),
+                 "--port", str(free_port()), "--no-hub"]) == 2
+    err = capsys.readouterr().err
+    if os.geteuid() == 0:
+        assert "'Bad Name' is not a valid Unix user name" in err, err
+        assert not _user_exists("sd-ok")
+    else:
+        assert "need root" in err, err
+    assert not root.exists() and not (tmp_path / "env").exists()
+
+
 def test_a_root_user_server_gets_allow_root_and_an_unknown_user_is_named():
     warnings = []
     assert singleuser_args("root", warnings.append) == ["--allow-root"]
@@ -150,6 +165,20 @@ def room(request):
     if why:
         pytest.skip(why)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # the course groups (nbgrader-<course>, formgrade-<course>) exist once per machine: two test runs on
+    # one machine take turns
+    import fcntl
+    lock = open("/tmp/specdec-classroom-test.lock", "w")
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                pytest.fail("another classroom test on this machine held /tmp/specdec-classroom-test.lock for 10 min")
+            time.sleep(2)
+    request.addfinalizer(lock.close)
     t0 = time.monotonic()
     room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
                      root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom")
@@ -337,6 +366,13 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     # formgrader reads the same gradebook
     subs = {s["student"]: s for s in formgrader(room, token, f"/submissions/{ASSIGNMENT}")}
     assert {u: subs[u]["score"] for u in STUDENTS} == want, subs
+    # the runbook's export: `nbgrader export` in the course folder, as the instructor
+    done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
+                   args=["-m", "nbgrader", "export", "--to", "export.csv"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(room.course_dir / "export.csv") as fh:
+        exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+    assert exported == want, exported
     result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/release_feedback", "POST")
     assert result["success"], result
     (ARTIFACTS / "release_feedback.log").write_text(result.get("log", ""))
