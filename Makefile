@@ -1,6 +1,9 @@
 # Two commands do all set-up on a fresh machine (Python 3.11):
 #   make lab    create .venv, install everything, open your workspace my-work/ in JupyterLab
 #   make test   same set-up if needed, then run the full test suite
+# Instructors, on a workshop VM (root; docs/classroom.md):
+#   make classroom STUDENTS=30 PORT=8000   JupyterHub for an instructor and N students on 127.0.0.1
+#   make classroom-down                    remove the users, exchange and environment it created
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,7 +16,7 @@ BWRAP  := /usr/bin/bwrap
 # the venv's tools (jupyter, nbgrader, alembic) come first for every recipe
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test release
+.PHONY: lab test release classroom classroom-down classroom-proxy
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,7 +43,32 @@ $(BWRAP):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
 
-test: $(STAMP) $(CHROMIUM) $(BWRAP)
+# JupyterHub's proxy for the classroom: configurable-http-proxy, the npm package (JupyterHub's reference
+# proxy, the one Zero to JupyterHub runs) where node is installed, else the pure-Python drop-in from PyPI.
+# Into classroom/proxy/ (git-ignored), never globally.
+CHP_STAMP := classroom/proxy/.installed
+$(CHP_STAMP): $(STAMP)
+	mkdir -p classroom/proxy
+	if command -v node >/dev/null && command -v npm >/dev/null; then \
+	  npm install --prefix classroom/proxy --no-audit --no-fund --silent configurable-http-proxy@5.3.0; \
+	else \
+	  echo "node/npm not found: using the pure-Python configurable-http-proxy from PyPI"; \
+	  $(BIN)/pip install --quiet configurable-http-proxy==0.4.0; \
+	fi
+	touch $@
+
+classroom-proxy: $(CHP_STAMP)
+
+STUDENTS ?= 30
+PORT     ?= 8000
+# creates Unix users, /opt/specdec-classroom and /srv/specdec-classroom, then runs the hub until Ctrl-C
+classroom: $(STAMP) $(CHP_STAMP) $(BWRAP)
+	$(SUDO) $(BIN)/python -m classroom up --students $(STUDENTS) --port $(PORT)
+
+classroom-down:
+	$(SUDO) $(BIN)/python -m classroom down
+
+test: $(STAMP) $(CHROMIUM) $(BWRAP) $(CHP_STAMP)
 	$(BIN)/python -m pytest
 
 # instructors: regenerate the learner notebooks in notebooks/ from solutions/

@@ -1,0 +1,74 @@
+"""python -m classroom up|down: a JupyterHub classroom on 127.0.0.1 (see docs/classroom.md).
+
+  up    create the instructor and N student Unix users, the classroom environment under /opt, the
+        nbgrader exchange and the course folder under /srv, then run JupyterHub until Ctrl-C
+        (the users stay until `down`); run again, it starts the hub of the existing classroom
+  down  stop the hub and remove exactly what `up` created
+"""
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from classroom import COURSE_ID, PREFIX, ROOT
+from classroom.core import Classroom, ClassroomError, check_username, log
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m classroom", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="set up the classroom and run the hub until Ctrl-C")
+    up.add_argument("--students", type=int, default=3, help="number of students (default 3)")
+    up.add_argument("--prefix-name", default="sd", help="user names: PREFIX-instructor, PREFIX-student01, ...")
+    up.add_argument("--names", default="", help="comma-separated student user names instead of --students")
+    up.add_argument("--port", type=int, default=8000, help="hub port on 127.0.0.1 (default 8000)")
+    up.add_argument("--root", default=str(ROOT), help=f"exchange, course folder and hub state (default {ROOT})")
+    up.add_argument("--prefix", default=str(PREFIX), help=f"the classroom's Python environment (default {PREFIX})")
+    up.add_argument("--no-hub", action="store_true", help="set up only, do not start the hub")
+    down = sub.add_parser("down", help="stop the hub, remove the users, groups, exchange and environment")
+    down.add_argument("--root", default=str(ROOT))
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "down":
+            Classroom.load(args.root).teardown()
+            return 0
+        p = check_username(args.prefix_name)
+        if (Path(args.root) / "state.json").exists():
+            # set up before (the hub was stopped with Ctrl-C): start its hub again, users and grades as they are
+            room = Classroom.load(args.root)
+            students = room.students
+            log(f"a classroom is set up at {args.root} ({room.instructor}, {len(students)} students, port "
+                f"{room.port}): starting its hub again (`make classroom-down` removes it)")
+        else:
+            students = [n.strip() for n in args.names.split(",") if n.strip()] or \
+                [f"{p}-student{i:02d}" for i in range(1, args.students + 1)]
+            room = Classroom(f"{p}-instructor", students, port=args.port, root=args.root, prefix=args.prefix,
+                             course=COURSE_ID).setup()
+        if args.no_hub:
+            return 0
+        room.start()
+        log(f"JupyterHub is up in {room.start_seconds:.1f} s: {room.url}/ (proxy: {room.state['proxy_name']})")
+        log(f"log in as {room.instructor} or {students[0]} ... {students[-1]} with the shared password "
+            f"{room.state['password']!r}")
+        log("WARNING: the shared password lets anyone log in as any learner: closed workshop networks only")
+        log(f"formgrader (instructor only, in its own tab): {room.url}/services/{COURSE_ID}/formgrader")
+        log("Ctrl-C stops the hub; `make classroom-down` removes the users")
+        signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            while room.proc.poll() is None:
+                time.sleep(1)
+            log(f"JupyterHub exited with {room.proc.returncode}:\n{room.log_tail()}")
+            return 1
+        except KeyboardInterrupt:
+            room.stop()
+            log("hub stopped; the users, exchange and grades stay until `make classroom-down`")
+            return 0
+    except ClassroomError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,622 @@
+"""Set up, start, stop and remove a classroom: Unix users and groups, the shared Python environment,
+nbgrader's exchange, the instructor's course folder and JupyterHub.
+
+Everything created is recorded in ROOT/state.json (root only), so that `down` removes exactly that:
+the users and groups it created, ROOT, and PREFIX when it built it. Nothing else on the machine is
+changed, except the repository folder's mode (made 0700 while the classroom runs, so that students,
+who get a shell in JupyterLab, cannot read solutions/, .git or a gradebook; restored by `down`).
+"""
+import grp
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from classroom import COURSE_ID, PREFIX, REPO, ROOT
+
+# Debian's useradd accepts ^[a-z][-a-z0-9_]*$ by default; nbgrader splits submission names on '+'
+USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+COURSE_FILES = ("solutions", "notebooks", "autograde", "specdec", "data", "nbgrader_config.py", "pyproject.toml")
+EXCHANGE_MODULE = "specdec_classroom_exchange"
+PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+class ClassroomError(Exception):
+    """A problem the instructor must fix; the message says what and how."""
+
+
+def log(msg):
+    print(f"classroom: {msg}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------- checks
+def check_username(name):
+    if not isinstance(name, str) or not USERNAME.match(name):
+        raise ClassroomError(
+            f"{name!r} is not a valid Unix user name: use 1 to 32 characters, lower-case letters, digits, "
+            "'-' or '_', starting with a letter or '_' (nbgrader identifies students by their Unix user name)")
+    return name
+
+
+def check_port_free(port, what="the hub"):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", int(port)))
+        except OSError as exc:
+            raise ClassroomError(
+                f"port {port} on 127.0.0.1 is in use ({exc.strerror}), so {what} cannot listen there: "
+                f"stop what holds it (`ss -ltnp 'sport = :{port}'`) or choose another port (make classroom PORT=...)"
+            ) from None
+    return int(port)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+EXCHANGE_MODES = {          # path under the exchange root -> (mode, owner) ; owner None: root
+    ".": (0o1777, None),                     # nbgrader checks every user can write here (like /tmp)
+    "{course}": (0o2755, "instructor"),
+    "{course}/outbound": (0o2755, "instructor"),   # released assignments: everyone reads
+    "{course}/inbound": (0o2773, "instructor"),    # submissions: students write, cannot list
+    "{course}/feedback": (0o2771, "instructor"),   # feedback: found only by its secret hash
+}
+
+
+def check_exchange(exchange, course=COURSE_ID, instructor=None):
+    """Raise ClassroomError naming what is wrong with an nbgrader exchange, else return its path."""
+    exchange = Path(exchange)
+    for rel, (mode, owner) in EXCHANGE_MODES.items():
+        path = exchange / rel.format(course=course)
+        if not path.is_dir():
+            raise ClassroomError(
+                f"the nbgrader exchange folder {path} does not exist: students could not fetch or submit "
+                "(nbgrader says only 'The exchange directory does not exist'); run `make classroom` to create it")
+        st = path.stat()
+        have = stat.S_IMODE(st.st_mode)
+        if have != mode:
+            raise ClassroomError(
+                f"the nbgrader exchange folder {path} has mode {have:04o}, it needs {mode:04o}"
+                + (" (every user must be able to write into the exchange root, sticky like /tmp)" if rel == "." else
+                   " (students write submissions into inbound/ but must not list it)" if rel.endswith("inbound")
+                   else "") + f": chmod {mode:04o} {path}, or run `make classroom` again")
+        if owner == "instructor" and instructor is not None and pwd.getpwuid(st.st_uid).pw_name != instructor:
+            raise ClassroomError(f"{path} belongs to {pwd.getpwuid(st.st_uid).pw_name}, not the instructor "
+                                 f"{instructor}: nbgrader refuses to release into a folder it does not own")
+    return exchange
+
+
+def singleuser_args(username, log_warning=None):
+    """Extra arguments for a user's single-user server: jupyter refuses to start as root without
+    --allow-root (a hub user mapped to uid 0)."""
+    try:
+        uid = pwd.getpwnam(username).pw_uid
+    except KeyError:
+        raise ClassroomError(f"the hub user {username!r} has no Unix account: LocalProcessSpawner runs each "
+                             f"server as the Unix user of the same name (useradd {username})") from None
+    if uid == 0:
+        if log_warning:
+            log_warning(f"{username} is root: its single-user server gets --allow-root (jupyter refuses "
+                        "to run as root otherwise); do not give learners root")
+        return ["--allow-root"]
+    return []
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _run(cmd, **kw):
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise ClassroomError(f"`{' '.join(map(str, cmd))}` failed ({done.returncode}): {done.stderr.strip()}")
+    return done
+
+
+def _exists_user(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _exists_group(name):
+    try:
+        grp.getgrnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def proxy_command():
+    """configurable-http-proxy: the npm package (JupyterHub's reference proxy, what Zero to JupyterHub
+    runs) where `make classroom-proxy` installed it with node, else the pure-Python drop-in from PyPI."""
+    npm = REPO / "classroom" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if npm.exists() and shutil.which("node"):
+        return [str(npm)], "configurable-http-proxy (npm, node " + _node_version() + ")"
+    py = Path(sys.executable).parent / "configurable-http-proxy"
+    if py.exists():
+        return [str(py)], "configurable-http-proxy (PyPI pure-Python drop-in; node is absent)"
+    raise ClassroomError("configurable-http-proxy is not installed: run `make classroom-proxy` (npm package "
+                         "with node, else the PyPI drop-in `pip install configurable-http-proxy`)")
+
+
+def _write_new(path, text):
+    """Write a file of the classroom environment as a new inode (never through a hard link into the .venv)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    path.write_text(text)
+    os.chmod(path, 0o644)
+
+
+def _copy_tree(src, dest):
+    """Copy a folder's contents as hard links (instant, no space) where src and dest share a file
+    system, else as a plain copy."""
+    if subprocess.run(["cp", "-al", f"{src}/.", str(dest)], capture_output=True).returncode:
+        _run(["cp", "-a", f"{src}/.", str(dest)])
+
+
+STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+
+
+def copy_interpreter(base, dest):
+    """Copy the interpreter installed at `base` (pyenv's, under /root here) to `dest`: the executable,
+    libpython and the standard library (no tests, no site-packages). A RUNPATH that points into `base`
+    is rewritten in place to $ORIGIN/../lib. Returns the new executable."""
+    exe = base / "bin" / PY
+    if not exe.exists():
+        raise ClassroomError(f"the course's interpreter {exe} is missing")
+    (dest / "bin").mkdir(parents=True)
+    stdlib = dest / "lib" / PY
+    stdlib.mkdir(parents=True)
+    for entry in (base / "lib" / PY).iterdir():
+        if entry.name in STDLIB_SKIP or entry.name.startswith("config-"):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            (stdlib / entry.name).mkdir()
+            _copy_tree(entry, stdlib / entry.name)
+        else:
+            shutil.copy2(entry, stdlib / entry.name, follow_symlinks=False)
+    (stdlib / "site-packages").mkdir()
+    for lib in (base / "lib").glob("libpython*"):
+        shutil.copy2(lib, dest / "lib" / lib.name, follow_symlinks=False)
+    data = exe.read_bytes()
+    runpath = str(base / "lib").encode() + b"\0"
+    if runpath in data:
+        new = b"$ORIGIN/../lib\0"
+        if len(new) > len(runpath):
+            raise ClassroomError(f"cannot rewrite the RUNPATH of {exe}: {base} is too short a path")
+        data = data.replace(runpath, new + b"\0" * (len(runpath) - len(new)), 1)
+    (dest / "bin" / PY).write_bytes(data)
+    os.chmod(dest / "bin" / PY, 0o755)
+    os.symlink(PY, dest / "bin" / "python3")
+    return dest / "bin" / PY
+
+
+def _node_version():
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+# ----------------------------------------------------------------------------------------- classroom
+class Classroom:
+    """One classroom: `instructor` and `students` (Unix user names), the hub on 127.0.0.1:`port`."""
+
+    def __init__(self, instructor, students, *, port=8000, root=ROOT, prefix=PREFIX, course=COURSE_ID):
+        self.root, self.prefix, self.course = Path(root), Path(prefix), course
+        self.instructor, self.students = instructor, list(students)
+        self.port = port
+        self.state = {}
+
+    # paths
+    @property
+    def exchange(self):
+        return self.root / "exchange"
+
+    @property
+    def course_dir(self):
+        return self.root / "course"
+
+    @property
+    def hub_dir(self):
+        return self.root / "hub"
+
+    @property
+    def python(self):
+        return self.prefix / "venv" / "bin" / "python"
+
+    @property
+    def state_file(self):
+        return self.root / "state.json"
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def groups(self):
+        return f"nbgrader-{self.course}", f"formgrade-{self.course}"
+
+    @classmethod
+    def load(cls, root=ROOT):
+        path = Path(root) / "state.json"
+        if not path.exists():
+            raise ClassroomError(f"no classroom at {root} ({path} is missing): nothing to do")
+        state = json.loads(path.read_text())
+        room = cls(state["instructor"], state["students"], port=state["port"], root=state["root"],
+                   prefix=state["prefix"], course=state["course"])
+        room.state = state
+        return room
+
+    def save(self):
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        self.state_file.write_text(json.dumps(self.state, indent=1))
+        os.chmod(self.state_file, 0o600)
+
+    # ------------------------------------------------------------------ set-up
+    def preflight(self):
+        if os.geteuid() != 0:
+            raise ClassroomError("the classroom creates Unix users and runs JupyterHub's LocalProcessSpawner, "
+                                 "which need root: run it as root (sudo make classroom)")
+        names = [self.instructor] + self.students
+        for name in names:
+            check_username(name)
+        if len(set(names)) != len(names):
+            raise ClassroomError(f"user names repeat: {names}")
+        taken = [n for n in names if _exists_user(n)]
+        if taken:
+            raise ClassroomError(f"Unix user(s) {taken} already exist: the classroom only uses users it creates "
+                                 "(and removes them again); choose another prefix or run `make classroom-down`")
+        for g in self.groups:
+            if _exists_group(g):
+                raise ClassroomError(f"the group {g} already exists: another classroom runs here; "
+                                     "`make classroom-down` first")
+        if self.state_file.exists():
+            raise ClassroomError(f"a classroom is already set up at {self.root}: `make classroom-down` first")
+        check_port_free(self.port)
+        self.proxy = proxy_command()
+
+    def setup(self):
+        """Create everything; on failure remove what was created."""
+        self.preflight()
+        self.state = {"root": str(self.root), "prefix": str(self.prefix), "course": self.course,
+                      "instructor": self.instructor, "students": self.students, "port": self.port,
+                      "created_users": [], "created_groups": [], "prefix_created": False,
+                      "repo": str(REPO), "repo_mode": _mode(REPO)}
+        self.save()
+        try:
+            self._make_private_repo()
+            self._users()
+            self._environment()
+            self._course_folder()
+            self._exchange()
+            self._hub_state()
+        except BaseException:
+            log("set-up failed: removing what it created")
+            self.teardown()
+            raise
+        return self
+
+    def _make_private_repo(self):
+        if self.state["repo_mode"] & 0o077:
+            os.chmod(REPO, 0o700)
+            log(f"made the repository {REPO} private (mode {self.state['repo_mode']:04o} -> 0700): students get a "
+                "shell and must not read solutions/ or .git; `make classroom-down` restores the mode")
+        git = REPO / ".git"
+        if git.is_file():       # a git worktree: its objects live elsewhere
+            common = Path(git.read_text().split(":", 1)[1].strip()).parent.parent
+            if _mode(common) & 0o005:
+                log(f"WARNING: this is a git worktree; its object store {common} (solutions in history) is "
+                    "readable by other users: run the classroom from a clone, or `chmod o-rx` that folder")
+
+    def _users(self):
+        for g in self.groups:
+            _run(["groupadd", g])
+            self.state["created_groups"].append(g)
+            self.save()
+        nbgrader_group, formgrade_group = self.groups
+        for name in [self.instructor] + self.students:
+            groups = nbgrader_group + ("," + formgrade_group if name == self.instructor else "")
+            # home 0700: a student's fetched notebooks and nbgrader cache are private
+            _run(["useradd", "--create-home", "--shell", "/bin/bash", "-K", "HOME_MODE=0700", "--groups", groups,
+                  name])
+            self.state["created_users"].append(name)
+            self.save()
+        log(f"created Unix users {self.instructor} (instructor; groups {nbgrader_group}, {formgrade_group}) and "
+            f"{len(self.students)} students ({', '.join(self.students[:3])}{', ...' if len(self.students) > 3 else ''};"
+            f" group {nbgrader_group})")
+
+    def _environment(self):
+        """PREFIX/python: a copy of the course's interpreter (the one its .venv was made from) that every
+        user can run; PREFIX/venv: a venv on it holding the .venv's packages (hard links where the file
+        system allows); PREFIX/course-lib: specdec/ and data/ for the learners' kernels."""
+        venv = self.prefix / "venv"
+        if self.python.exists() and (self.prefix / ".complete").exists():
+            log(f"reusing the classroom environment {self.prefix}")
+        else:
+            if self.prefix.exists():
+                raise ClassroomError(f"{self.prefix} exists but is not a complete classroom environment: "
+                                     f"remove it (rm -r {self.prefix}) and run again")
+            src = Path(sys.prefix)
+            if src == Path(sys.base_prefix):
+                raise ClassroomError(f"run the classroom with the course's .venv python ({REPO / '.venv/bin/python'})")
+            t0 = time.monotonic()
+            self.state["prefix_created"] = True
+            self.save()
+            self.prefix.mkdir(parents=True)
+            os.chmod(self.prefix, 0o755)
+            base = copy_interpreter(Path(sys.base_prefix), self.prefix / "python")
+            _run([str(base), "-m", "venv", "--without-pip", str(venv)])
+            for sub in (f"lib/{PY}/site-packages", "share", "etc"):
+                if (src / sub).exists():
+                    (venv / sub).mkdir(parents=True, exist_ok=True)
+                    _copy_tree(src / sub, venv / sub)
+            # console scripts (jupyter, nbgrader, alembic: nbgrader runs it by name) with this venv's python
+            for script in (src / "bin").iterdir():
+                if script.is_symlink() or not script.is_file() or (venv / "bin" / script.name).exists():
+                    continue
+                text = script.read_bytes()
+                first, _, rest = text.partition(b"\n")
+                if first.startswith(b"#!" + str(src / "bin").encode()):
+                    (venv / "bin" / script.name).write_bytes(b"#!" + str(self.python).encode() + b"\n" + rest)
+                    os.chmod(venv / "bin" / script.name, 0o755)
+            site = venv / "lib" / PY / "site-packages"
+            for p in list(site.glob("__editable__*specdec*")) + list(site.glob("specdec-*.dist-info")):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+            lib = self.prefix / "course-lib"
+            lib.mkdir()
+            for name in ("specdec", "data"):
+                shutil.copytree(REPO / name, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copy(REPO / "classroom" / "exchange.py", lib / f"{EXCHANGE_MODULE}.py")
+            (site / "specdec_classroom.pth").write_text(str(lib) + "\n")
+            _run(["chmod", "-R", "a+rX", str(self.prefix)])
+            done = subprocess.run(["runuser", "-u", "nobody", "--", str(self.python), "-c",
+                                   "import torch, nbgrader, jupyterhub, specdec"], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise ClassroomError(f"the classroom environment {self.prefix} does not work for other users:\n"
+                                     + done.stderr[-2000:])
+            (self.prefix / ".complete").write_text("built from " + str(src) + "\n")
+            log(f"built the classroom environment {self.prefix} (a copy of {sys.base_prefix}'s interpreter "
+                f"and the course's .venv packages) in {time.monotonic() - t0:.0f} s")
+        # every server and nbgrader command of this environment finds the exchange through this file
+        cfg = venv / "etc" / "jupyter" / "nbgrader_config.py"
+        _write_new(cfg, 
+            "# written by `python -m classroom up`: the classroom's nbgrader exchange\n"
+            "c = get_config()\n"
+            f"c.CourseDirectory.course_id = {self.course!r}\n"
+            f"c.Exchange.root = {str(self.exchange)!r}\n"
+            "c.Execute.timeout = 120  # as the course's nbgrader_config.py (Validate runs the whole notebook)\n"
+            "# submissions readable by the course's graders only (nbgrader's default: 0777 folders, 0644 files)\n"
+            f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n")
+        # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
+        _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
+
+    def _course_folder(self):
+        """ROOT/course: the instructor's nbgrader course (solutions, gradebook): instructor and group
+        formgrade-<course> only."""
+        dest = self.course_dir
+        dest.mkdir(parents=True)
+        for name in COURSE_FILES:
+            src = REPO / name
+            if src.is_dir():
+                shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
+                    "__pycache__", ".ipynb_checkpoints", "work"))
+            else:
+                shutil.copy(src, dest / name)
+        with open(dest / "nbgrader_config.py", "a") as fh:
+            fh.write(
+                "\n# --- the classroom (written by `python -m classroom up`) ---\n"
+                "# `nbgrader collect` (formgrader's Collect) puts submissions into collected/;\n"
+                "# `python -m autograde class ASSIGNMENT collected --work autograde/work` grades them into\n"
+                "# autograde/work/gradebook.db, which formgrader shows, and writes the feedback it releases.\n"
+                "c.CourseDirectory.submitted_directory = 'collected'\n")
+        (dest / "collected").mkdir()
+        (dest / "autograde" / "work").mkdir(parents=True, exist_ok=True)
+        uid = pwd.getpwnam(self.instructor).pw_uid
+        gid = grp.getgrnam(self.groups[1]).gr_gid
+        for dirpath, dirnames, filenames in os.walk(dest):
+            os.chown(dirpath, uid, gid)
+            os.chmod(dirpath, 0o2770)
+            for f in filenames:
+                os.chown(os.path.join(dirpath, f), uid, gid)
+                os.chmod(os.path.join(dirpath, f), 0o660)
+        log(f"copied the course into {dest} (owner {self.instructor}, group {self.groups[1]}, mode 2770: "
+            "solutions and gradebook invisible to students)")
+
+    def _exchange(self):
+        uid = pwd.getpwnam(self.instructor).pw_uid
+        gid = grp.getgrnam(self.groups[1]).gr_gid
+        for rel, (mode, owner) in EXCHANGE_MODES.items():
+            path = self.exchange / rel.format(course=self.course)
+            path.mkdir(parents=True, exist_ok=True)
+            if owner == "instructor":
+                os.chown(path, uid, gid)
+            os.chmod(path, mode)
+        check_exchange(self.exchange, self.course, self.instructor)
+        log(f"created the nbgrader exchange {self.exchange} (root 1777; {self.course}/inbound 2773 group "
+            f"{self.groups[1]}: students submit but cannot list)")
+
+    def _hub_state(self):
+        self.hub_dir.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(self.hub_dir, 0o700)
+        self.state.update(
+            password=secrets.token_urlsafe(9), admin_token=secrets.token_hex(32), proxy_token=secrets.token_hex(32),
+            hub_port=free_port(), proxy_api_port=free_port(), service_port=free_port(),
+            proxy_command=self.proxy[0], proxy_name=self.proxy[1], python=str(self.python),
+            hub_dir=str(self.hub_dir), exchange=str(self.exchange), course_dir=str(self.course_dir))
+        self.save()
+
+    # ------------------------------------------------------------------ hub
+    def start(self, timeout=120):
+        """Start JupyterHub (as root, from the repo's .venv) in the background; wait until it answers."""
+        if not self.state.get("admin_token"):
+            raise ClassroomError("the classroom is not set up: run `python -m classroom up`")
+        check_port_free(self.port)
+        check_exchange(self.exchange, self.course, self.instructor)
+        env = dict(os.environ, CLASSROOM_STATE=str(self.state_file))
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        self.log_path = self.hub_dir / "jupyterhub.log"
+        logf = open(self.log_path, "a")
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(REPO / "classroom" / "jupyterhub_config.py")],
+            cwd=self.hub_dir, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        logf.close()
+        self.state["hub_pid"] = proc.pid
+        self.save()
+        self.proc = proc
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ClassroomError(f"JupyterHub exited with {proc.returncode}; its log {self.log_path} ends:\n"
+                                     + self.log_tail())
+            try:
+                self.api("/hub/api/")
+                self.start_seconds = time.monotonic() - t0
+                return self
+            except (urllib.error.URLError, ConnectionError, socket.timeout, OSError):
+                time.sleep(0.3)
+        raise ClassroomError(f"JupyterHub did not answer on {self.url} within {timeout} s:\n{self.log_tail()}")
+
+    def log_tail(self, n=4000):
+        try:
+            return (self.hub_dir / "jupyterhub.log").read_text()[-n:]
+        except OSError:
+            return ""
+
+    def api(self, path, method="GET", body=None, token=None, timeout=60):
+        """The hub's REST API (or a server behind the proxy) with the classroom's admin token."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"token {token or self.state['admin_token']}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+        return json.loads(raw) if raw.strip() else None
+
+    def spawn(self, user, timeout=180):
+        """Start `user`'s single-user server through the hub's REST API; return the seconds until it is ready."""
+        t0 = time.monotonic()
+        self.api(f"/hub/api/users/{user}/server", "POST", {})
+        while time.monotonic() - t0 < timeout:
+            server = self.api(f"/hub/api/users/{user}")["servers"].get("")
+            if server and server.get("ready"):
+                return time.monotonic() - t0
+            time.sleep(0.25)
+        raise ClassroomError(f"the server of {user} was not ready within {timeout} s:\n{self.log_tail()}")
+
+    def run_as(self, user, args, cwd="/", timeout=600, env=None):
+        """Run the classroom's python with `args` as `user`: that uid, its group and its supplementary
+        groups only (never root's), HOME its home, PATH the classroom environment first."""
+        pw = pwd.getpwnam(user)
+        groups = os.getgrouplist(user, pw.pw_gid)
+        run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
+        return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
+                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout)
+
+    def token(self, user, note="classroom"):
+        """A fresh API token of `user` (with the user's own permissions), through the hub's REST API."""
+        return self.api(f"/hub/api/users/{user}/tokens", "POST", {"note": note, "expires_in": 4 * 3600})["token"]
+
+    def stop(self):
+        """Stop the hub (which stops the user servers, the formgrader service and the proxy), then any
+        process left running as a classroom user."""
+        pid = self.state.get("hub_pid")
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(150):
+                if not _alive(pid):
+                    break
+                time.sleep(0.2)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        self._kill_user_processes()
+        proxy_pid = self.hub_dir / "proxy.pid"
+        if proxy_pid.exists():
+            try:
+                pid = int(proxy_pid.read_text().strip())
+                if _alive(pid) and _cmdline(pid).find("configurable-http-proxy") >= 0:
+                    os.kill(pid, signal.SIGTERM)
+            except (ValueError, OSError):
+                pass
+
+    def _kill_user_processes(self):
+        uids = set()
+        for name in self.state.get("created_users", []):
+            try:
+                uids.add(pwd.getpwnam(name).pw_uid)
+            except KeyError:
+                pass
+        for _ in range(3):
+            left = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _uid(p) in uids]
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
+
+    # ------------------------------------------------------------------ tear-down
+    def teardown(self):
+        """Remove what setup created (recorded in state.json)."""
+        self.stop()
+        for name in reversed(self.state.get("created_users", [])):
+            if _exists_user(name):
+                _run(["userdel", "--remove", name]) if Path(pwd.getpwnam(name).pw_dir).exists() else \
+                    _run(["userdel", name])
+        for g in self.state.get("created_groups", []):
+            if _exists_group(g):
+                _run(["groupdel", g])
+        if self.state.get("prefix_created"):
+            shutil.rmtree(self.prefix, ignore_errors=True)
+        mode = self.state.get("repo_mode")
+        if mode is not None and Path(self.state.get("repo", REPO)).exists():
+            os.chmod(self.state.get("repo", REPO), mode)
+        shutil.rmtree(self.root, ignore_errors=True)
+        users = self.state.get("created_users", [])
+        log(f"removed users {', '.join(users) or '(none)'}, groups {', '.join(self.state.get('created_groups', [])) or '(none)'}, "
+            f"{self.root}" + (f", {self.prefix}" if self.state.get("prefix_created") else ""))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _uid(proc_dir):
+    try:
+        return proc_dir.stat().st_uid
+    except OSError:
+        return None
+
+
+def _cmdline(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""

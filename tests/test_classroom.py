@@ -1,0 +1,502 @@
+"""The JupyterHub classroom end to end, no mocks (classroom/, docs/classroom.md).
+
+One classroom for the module: real Unix users (prefix `sdt<pid>-`: an instructor, three students who
+work through the REST APIs, one who works in Chromium), the classroom environment under
+/opt/sdt<pid>-classroom, the exchange and course folder under /srv/sdt<pid>-classroom, JupyterHub on
+a free port of 127.0.0.1 with configurable-http-proxy. All of it is removed at teardown, also when a
+test fails. The tests run in file order and build on each other:
+
+  the instructor releases 03_acceptance_math through formgrader's API (the hub service);
+  each student's own single-user server (started by the hub) fetches it, the student's notebook is
+  filled (correct / partial / blank) through the contents API and submitted through nbgrader's
+  server extension; a fourth student does the same in Chromium (Assignment List, Fetch, run,
+  Validate, Submit);
+  students can neither list nor open another's submission, nor read solutions or the gradebook;
+  the instructor collects (formgrader API), grades with `python -m autograde class` (sandbox on) as
+  their Unix user, releases feedback (formgrader API); the grades CSV and formgrader's gradebook hold
+  the expected scores; formgrader, opened in its own tab in Chromium, lists the submissions;
+  each student fetches feedback and gets only their own.
+
+Skips, with the reason, where the machine cannot create users (not root, no useradd).
+"""
+import csv
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde import NOTEBOOKS, SOLUTIONS
+from classroom import COURSE_ID, fill
+from classroom.core import (Classroom, ClassroomError, check_exchange, check_port_free, check_username,
+                            free_port, singleuser_args)
+
+ASSIGNMENT = "03_acceptance_math"
+TAG = f"sdt{os.getpid() % 100000}"
+INSTRUCTOR = f"{TAG}-instructor"
+STUDENTS = {f"{TAG}-correct": "correct", f"{TAG}-partial": "partial", f"{TAG}-blank": "blank"}
+BROWSER_STUDENT = f"{TAG}-browser"
+PARTIAL_FILLS = "expected_tokens"        # the partial student answers only this part
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom"
+
+pytestmark = pytest.mark.timeout(600)
+
+
+# ----------------------------------------------------------------------------- traps (no users needed)
+@pytest.mark.parametrize("name", ["Alice", "1abc", "a+b", "x" * 33, "", "bad name", "../etc"])
+def test_an_invalid_unix_user_name_is_refused_with_the_rule(name):
+    with pytest.raises(ClassroomError, match="not a valid Unix user name"):
+        check_username(name)
+
+
+def test_valid_unix_user_names_pass():
+    for name in ("alice", "sd-student01", "_x", "a_b-c9"):
+        assert check_username(name) == name
+
+
+def test_a_port_in_use_is_reported_with_the_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ClassroomError, match=f"port {port} on 127.0.0.1 is in use"):
+            check_port_free(port)
+    assert check_port_free(port) == port          # free again once released
+
+
+def test_a_missing_exchange_or_a_wrong_mode_is_reported(tmp_path):
+    with pytest.raises(ClassroomError, match="exchange folder .* does not exist"):
+        check_exchange(tmp_path / "nowhere")
+    root = tmp_path / "exchange"
+    for rel, mode in ((".", 0o1777), (COURSE_ID, 0o2755), (f"{COURSE_ID}/outbound", 0o2755),
+                      (f"{COURSE_ID}/inbound", 0o2773), (f"{COURSE_ID}/feedback", 0o2771)):
+        (root / rel).mkdir(parents=True, exist_ok=True)
+        os.chmod(root / rel, mode)
+    assert check_exchange(root) == root
+    os.chmod(root, 0o755)
+    with pytest.raises(ClassroomError, match=r"mode 0755, it needs 1777 \(every user must be able to write"):
+        check_exchange(root)
+    os.chmod(root, 0o1777)
+    os.chmod(root / COURSE_ID / "inbound", 0o777)
+    with pytest.raises(ClassroomError, match=r"inbound has mode 0777, it needs 2773"):
+        check_exchange(root)
+
+
+def test_the_command_refuses_an_invalid_student_name_before_creating_anything(tmp_path, capsys):
+    from classroom.__main__ import main
+
+    root = tmp_path / "room"
+    assert main(["up", "--names", "sd-ok,Bad Name", "--root", str(root), "--prefix", str(tmp_path / "env"),
+                 "--port", str(free_port()), "--no-hub"]) == 2
+    err = capsys.readouterr().err
+    if os.geteuid() == 0:
+        assert "'Bad Name' is not a valid Unix user name" in err, err
+        assert not _user_exists("sd-ok")
+    else:
+        assert "need root" in err, err
+    assert not root.exists() and not (tmp_path / "env").exists()
+
+
+def test_a_root_user_server_gets_allow_root_and_an_unknown_user_is_named():
+    warnings = []
+    assert singleuser_args("root", warnings.append) == ["--allow-root"]
+    assert "--allow-root" in warnings[0]
+    assert singleuser_args("nobody") == []
+    with pytest.raises(ClassroomError, match="has no Unix account"):
+        singleuser_args("no-such-user-xyz")
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def _cannot_create_users():
+    if os.geteuid() != 0:
+        return "not root: the classroom creates Unix users (run `make test` as root, as CI does)"
+    if not shutil.which("useradd"):
+        return "useradd is missing: this machine cannot create Unix users"
+    return None
+
+
+def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None):
+    """Run Python code (or `args`) as `user` with the classroom's python."""
+    return room.run_as(user, [*(["-c", code] if code else []), *args], cwd=cwd, timeout=timeout, env=env)
+
+
+def can_read(room, user, path):
+    """'ok', or the error `user` gets listing (folder) or reading (file) `path`."""
+    done = as_user(room, user, "import os, sys\np = sys.argv[1]\n"
+                               "try:\n    os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n"
+                               "    print('ok')\nexcept OSError as e:\n    print(type(e).__name__)", args=[str(path)])
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def filled_notebook(kind):
+    return fill.filled_notebook(ASSIGNMENT, kind, PARTIAL_FILLS)
+
+
+def expected_points(kind):
+    return fill.expected_points(ASSIGNMENT, kind, PARTIAL_FILLS)
+
+
+def max_points():
+    return fill.max_points(ASSIGNMENT)
+
+
+# --------------------------------------------------------------------------------------- the classroom
+TIMES = {}
+DONE = set()     # steps that completed, for the ones that build on them
+
+
+def need(*steps):
+    missing = [s for s in steps if s not in DONE]
+    if missing:
+        pytest.fail(f"an earlier step failed, so this one cannot run: {missing}")
+
+
+@pytest.fixture(scope="module")
+def room(request):
+    why = _cannot_create_users()
+    if why:
+        pytest.skip(why)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # the course groups (nbgrader-<course>, formgrade-<course>) exist once per machine: two test runs on
+    # one machine take turns
+    import fcntl
+    lock = open("/tmp/specdec-classroom-test.lock", "w")
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                pytest.fail("another classroom test on this machine held /tmp/specdec-classroom-test.lock for 10 min")
+            time.sleep(2)
+    request.addfinalizer(lock.close)
+    t0 = time.monotonic()
+    room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
+                     root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom")
+    try:
+        room.setup()
+        TIMES["setup_s"] = time.monotonic() - t0
+        room.start()
+        TIMES["hub_start_s"] = room.start_seconds
+        yield room
+    finally:
+        try:
+            shutil.copy(room.hub_dir / "jupyterhub.log", ARTIFACTS / "jupyterhub.log")
+        except OSError:
+            pass
+        if os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1":       # debugging: `python -m classroom down --root ...`
+            print(f"SPECDEC_CLASSROOM_KEEP=1: the classroom stays at {room.root}")
+            return
+        room.teardown()
+        (ARTIFACTS / "times.json").write_text(json.dumps({k: round(v, 1) for k, v in TIMES.items()}, indent=1))
+        left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
+        assert not left, f"teardown left Unix users {left}"
+        assert not Path(room.root).exists() and not Path(room.prefix).exists()
+
+
+def _user_exists(name):
+    import pwd
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def user_api(room, user, token, path, method="GET", body=None):
+    result = room.api(f"/user/{user}{path}", method, body, token=token)
+    if isinstance(result, dict) and result.get("success") is False:
+        pytest.fail(f"{user}: {method} {path} failed:\n{result.get('value')}")
+    return result
+
+
+def formgrader(room, token, path, method="GET"):
+    result = room.api(f"/services/{COURSE_ID}/formgrader/api{path}", method, {} if method == "POST" else None,
+                      token=token)
+    if isinstance(result, dict) and result.get("success") is False:
+        pytest.fail(f"formgrader {method} {path} failed:\n{result.get('error')}\n{result.get('log')}")
+    return result
+
+
+TOKENS = {}
+
+
+def test_the_classroom_is_set_up_with_users_groups_and_a_private_course(room):
+    import grp
+    import pwd
+
+    nbgrader_group, formgrade_group = grp.getgrnam(f"nbgrader-{COURSE_ID}"), grp.getgrnam(f"formgrade-{COURSE_ID}")
+    assert set(nbgrader_group.gr_mem) == {INSTRUCTOR, *STUDENTS, BROWSER_STUDENT}
+    assert formgrade_group.gr_mem == [INSTRUCTOR]
+    for user in [INSTRUCTOR, *STUDENTS]:
+        home = Path(pwd.getpwnam(user).pw_dir)
+        assert home.stat().st_mode & 0o777 == 0o700, f"{home} must be private"
+    check_exchange(room.exchange, COURSE_ID, INSTRUCTOR)
+    users = {u["name"]: u for u in room.api("/hub/api/users")}
+    assert set(users) == {INSTRUCTOR, *STUDENTS, BROWSER_STUDENT}
+    assert f"formgrade-{COURSE_ID}" in users[INSTRUCTOR]["groups"]
+    # students can run the classroom's Python (the repo's interpreter lives under /root)
+    done = as_user(room, f"{TAG}-blank", "import torch, specdec, nbgrader; print(specdec.DATA_DIR)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(room.prefix))
+    DONE.add("setup")
+
+
+def test_the_instructor_releases_the_assignment_through_formgrader(room):
+    need("setup")
+    TOKENS[INSTRUCTOR] = token = room.token(INSTRUCTOR)
+    t0 = time.monotonic()
+    result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/release", "POST")
+    assert result["success"], result
+    TIMES["release_s"] = time.monotonic() - t0
+    released = room.exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    assert released.read_bytes() == (NOTEBOOKS / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_bytes()
+    listed = {a["name"]: a for a in formgrader(room, token, "/assignments")}
+    assert listed[ASSIGNMENT]["releaseable"] and listed[ASSIGNMENT]["status"] == "released", listed[ASSIGNMENT]
+    # a student without the graders' group gets no formgrader
+    TOKENS[f"{TAG}-blank"] = room.token(f"{TAG}-blank")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        formgrader(room, TOKENS[f"{TAG}-blank"], "/assignments")
+    assert err.value.code == 403
+    DONE.add("release")
+
+
+SUBMITTED = {}
+
+
+def test_students_fetch_fill_and_submit_through_their_own_servers(room):
+    need("release")
+    spawn_s = {}
+    for user, kind in STUDENTS.items():
+        spawn_s[user] = room.spawn(user)
+        token = TOKENS.get(user) or room.token(user)
+        TOKENS[user] = token
+        listed = user_api(room, user, token, f"/assignments?course_id={COURSE_ID}")
+        assert listed["success"], listed
+        rows = {a["assignment_id"]: a for a in listed["value"]}
+        assert rows[ASSIGNMENT]["status"] == "released", rows
+        fetched = user_api(room, user, token, "/assignments/fetch", "POST",
+                           {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        assert fetched["success"], fetched
+        path = f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+        got = user_api(room, user, token, path)
+        assert got["type"] == "notebook"
+        nb = filled_notebook(kind)
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} ({kind})."))
+        user_api(room, user, token, path, "PUT", {"type": "notebook", "format": "json", "content": nb})
+        submitted = user_api(room, user, token, "/assignments/submit", "POST",
+                             {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        assert submitted["success"], submitted
+        rows = [a for a in submitted["value"] if a["assignment_id"] == ASSIGNMENT and a["status"] == "submitted"]
+        assert rows and rows[0]["submissions"], submitted
+        SUBMITTED[user] = rows[0]["submissions"][-1]["timestamp"]
+    TIMES["spawn_s_per_user"] = sum(spawn_s.values()) / len(spawn_s)
+    inbound = room.exchange / COURSE_ID / "inbound"
+    owners = sorted(p.name.split("+")[0] for p in inbound.iterdir())
+    assert owners == sorted(STUDENTS), owners
+    DONE.add("submit")
+
+
+def test_a_student_cannot_list_or_open_another_students_submission_the_solutions_or_the_gradebook(room):
+    need("submit")
+    inbound = room.exchange / COURSE_ID / "inbound"
+    theirs = next(p for p in inbound.iterdir() if p.name.startswith(f"{TAG}-correct+"))
+    other = f"{TAG}-blank"
+    assert can_read(room, other, inbound) == "PermissionError", "a student could list inbound/"
+    for path in (theirs, theirs / f"{ASSIGNMENT}.ipynb", theirs / "submission_secret.txt"):
+        assert can_read(room, other, path) == "PermissionError", f"{other} could open {path}"
+    done = as_user(room, other, f"import os\ntry:\n    os.remove({str(theirs / 'timestamp.txt')!r})\n    print('removed')\n"
+                                "except OSError as e:\n    print(type(e).__name__)")
+    assert done.stdout.strip() == "PermissionError", "a student could delete another's submission"
+    import pwd
+    home = pwd.getpwnam(f"{TAG}-correct").pw_dir
+    for path in (Path(home) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",          # fetched and filled, in the home
+                 room.course_dir, room.course_dir / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+                 room.course_dir / "autograde" / "work",
+                 SOLUTIONS / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",           # the repository itself
+                 room.exchange / COURSE_ID / "feedback"):
+        assert can_read(room, other, path) == "PermissionError", f"{other} could read {path}"
+    # what the students may read, they can (so the checks above are not failing for another reason)
+    assert can_read(room, other, room.exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb") == "ok"
+    assert can_read(room, INSTRUCTOR, theirs / f"{ASSIGNMENT}.ipynb") == "ok"
+    # nor through another student's server: the hub lets a token into its owner's server only
+    with pytest.raises(urllib.error.HTTPError) as err:
+        user_api(room, f"{TAG}-correct", TOKENS[other], f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+    assert err.value.code == 403
+    assert user_api(room, other, TOKENS[other], f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")["type"] == "notebook"
+    DONE.add("isolation")
+
+
+GRADES = {}
+
+
+def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback(room):
+    need("submit")
+    token = TOKENS[INSTRUCTOR]
+    result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/collect", "POST")
+    assert result["success"], result
+    collected = room.course_dir / "collected"
+    assert sorted(p.name for p in collected.iterdir()) == sorted(STUDENTS)
+    t0 = time.monotonic()
+    # as in the instructor's terminal (the hub sets PYTHONPATH to the course folder for the instructor)
+    done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
+                   args=["-m", "autograde", "class", ASSIGNMENT, "collected", "--work", "autograde/work", "--jobs", "2"])
+    TIMES["autograde_3_s"] = time.monotonic() - t0
+    (ARTIFACTS / "autograde.log").write_text(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "unconfined" not in done.stdout + done.stderr
+    assert "feedback failed" not in done.stdout, done.stdout[-3000:]
+    with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
+        totals = {r["student"]: (float(r["score"]), float(r["max_score"]), r["status"])
+                  for r in csv.DictReader(fh) if r["part"] == "total"}
+    want = {u: expected_points(kind) for u, kind in STUDENTS.items()}
+    assert want[f"{TAG}-correct"] == max_points() and 0 < want[f"{TAG}-partial"] < max_points()
+    assert {u: t[0] for u, t in totals.items()} == want, totals
+    assert all(t[1] == max_points() and t[2] == "ok" for t in totals.values()), totals
+    GRADES.update(want)
+    # formgrader reads the same gradebook
+    subs = {s["student"]: s for s in formgrader(room, token, f"/submissions/{ASSIGNMENT}")}
+    assert {u: subs[u]["score"] for u in STUDENTS} == want, subs
+    # the runbook's export: `nbgrader export` in the course folder, as the instructor
+    done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
+                   args=["-m", "nbgrader", "export", "--to", "export.csv"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(room.course_dir / "export.csv") as fh:
+        exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+    assert exported == want, exported
+    result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/release_feedback", "POST")
+    assert result["success"], result
+    (ARTIFACTS / "release_feedback.log").write_text(result.get("log", ""))
+    released = list((room.exchange / COURSE_ID / "feedback").glob("*.html"))
+    assert len(released) == len(STUDENTS), released
+    DONE.add("graded")
+
+
+def test_each_student_fetches_feedback_and_sees_only_their_own(room):
+    need("graded")
+    for user, kind in STUDENTS.items():
+        token = TOKENS[user]
+        fetched = user_api(room, user, token, "/assignments/fetch_feedback", "POST",
+                           {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        assert fetched["success"], fetched
+        folder = user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/feedback")
+        stamps = [e["name"] for e in folder["content"]]
+        assert len(stamps) == 1, stamps
+        stamp = urllib.parse.quote(stamps[0])
+        files = user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/feedback/{stamp}")["content"]
+        assert [f["name"] for f in files] == [f"{ASSIGNMENT}.html"], files
+        html = user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/feedback/{stamp}/{ASSIGNMENT}.html")
+        text = html["content"]
+        assert f"Submitted by {user} ({kind})" in text
+        others = [u for u in STUDENTS if u != user and u in text]
+        assert not others, f"{user}'s feedback names {others}"
+        assert f"{GRADES[user]:g}" in text and "HIDDEN TESTS" not in text
+    DONE.add("feedback")
+
+
+# ------------------------------------------------------------------------------------------- browser
+@pytest.fixture(scope="module")
+def browser():
+    from browser.lab import CHROMIUM, launch_browser
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does this)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = launch_browser(p)
+        yield b
+        b.close()
+
+
+def _login(room, page, user):
+    page.goto(f"{room.url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", room.state["password"])
+    page.click("#login_submit")
+
+
+def test_a_student_in_chromium_fetches_runs_validates_and_submits(room, browser):
+    need("release")
+    from browser import page as lab_page
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    user = BROWSER_STUDENT
+    t0 = time.monotonic()
+    try:
+        _login(room, page, user)                       # the hub spawns the server and redirects to /user/<name>/lab
+        page.wait_for_url(f"**/user/{user}/lab**", timeout=180_000)
+        base = f"{room.url}/user/{user}"
+        lab_page.load_lab(page, base)
+        lab_page.menu(page, "Nbgrader", "Assignment List")
+        panel = page.locator("#nbgrader-assignment-list")
+        released = panel.locator("#released_assignments_list")
+        row = released.locator(".list_item", has_text=ASSIGNMENT)
+        row.get_by_role("button", name="Fetch").click()
+        fetched = panel.locator("#fetched_assignments_list")
+        fetched.get_by_text(ASSIGNMENT, exact=True).first.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "student-assignment-list.png"))
+        rel = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+        lab_page.open_notebook(page, base, rel)
+        lab_page.run_all_and_wait(page, 180)
+        report = lab_page.cell_report(page)
+        ran = [r for r in report if r["type"] == "code" and r["execution_count"] is not None]
+        assert ran, "Run All ran no cell"
+        dialog, result = lab_page.click_validate(page, 180)
+        page.screenshot(path=str(ARTIFACTS / "student-validate.png"))
+        assert "validation-failed" in result["class"].split(), result   # the untouched notebook fails
+        assert "The following cell failed" in result["text"]
+        lab_page.dismiss_dialog(dialog)
+        lab_page.save(page)
+        lab_page.close_current(page)
+        lab_page.menu(page, "Nbgrader", "Assignment List")
+        row = panel.locator("#fetched_assignments_list .list_item", has_text=ASSIGNMENT).first
+        row.get_by_role("button", name="Submit").click()
+        panel.locator("#submitted_assignments_list").get_by_text(ASSIGNMENT).first.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "student-submitted.png"))
+        TIMES["browser_student_s"] = time.monotonic() - t0
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "student-failure.png"))
+        raise
+    finally:
+        context.close()
+    inbound = room.exchange / COURSE_ID / "inbound"
+    assert any(p.name.startswith(user + "+") for p in inbound.iterdir()), "no submission from the browser student"
+
+
+def test_formgrader_in_its_own_tab_lists_the_graded_submissions(room, browser):
+    """JupyterHub >= 4.1 forbids framing a server (frame-ancestors 'none'), so formgrader inside
+    JupyterLab's Formgrader panel stays blank: the instructor opens /services/<course>/formgrader in a tab."""
+    need("graded")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    try:
+        _login(room, page, INSTRUCTOR)
+        page.wait_for_url(f"**/user/{INSTRUCTOR}/**", timeout=180_000)
+        response = page.goto(f"{room.url}/services/{COURSE_ID}/formgrader/manage_submissions/{ASSIGNMENT}")
+        assert response.ok, response.status
+        csp = response.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in csp, csp      # why formgrader gets its own tab
+        table = page.locator("table")
+        for user in STUDENTS:
+            table.get_by_text(user).first.wait_for()
+        page.screenshot(path=str(ARTIFACTS / "formgrader-submissions.png"))
+        text = table.inner_text()
+        for user in STUDENTS:
+            line = next(l for l in text.splitlines() if user in l)
+            assert f"{GRADES[user]:g} / {max_points():g}" in line, line
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "formgrader-failure.png"))
+        raise
+    finally:
+        context.close()
