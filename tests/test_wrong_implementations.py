@@ -26,6 +26,7 @@ import pytest
 
 matplotlib.use("Agg")
 
+from adversarial import cases04
 from nbhelpers import solution_path
 
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
@@ -322,33 +323,8 @@ def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
 
 # ------------------------------------------------------------------------------ correct, written differently
 CORRECT = [
-    Case("04", "verify", "a Python loop over the drafts (one uniform per draft, stop at the first rejection)", '''
-def verify(p, q, draft_tokens, generator=None):
-    """Accept/reject k drafted tokens, one at a time. p (k+1, V), q (k, V), draft_tokens (k,)."""
-    if not isinstance(q, torch.Tensor) or q.dim() != 2:
-        raise ValueError("q: expected a 2-D (k, V) tensor")
-    k, V = q.shape
-    if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[0] != k + 1 or p.shape[1] != V:
-        raise ValueError("p: expected shape (k+1, V) to match q")
-    if not isinstance(draft_tokens, torch.Tensor) or draft_tokens.dim() != 1 or len(draft_tokens) != k:
-        raise ValueError("draft_tokens: expected k token ids in a 1-D tensor")
-    out = []
-    for i in range(k):
-        x = int(draft_tokens[i])
-        if not 0 <= x < V:
-            raise ValueError("draft_tokens: id out of range")
-        px, qx = float(p[i, x]), float(q[i, x])
-        accept_prob = 1.0 if qx <= 0 else min(1.0, px / qx)
-        if px > 0 and float(torch.rand(1, generator=generator)) < accept_prob:
-            out.append(x)
-            continue
-        residual = torch.clamp(p[i] - q[i], min=0.0)
-        dist = residual if float(residual.sum()) > 0 else p[i]
-        out.append(int(torch.multinomial(dist, 1, generator=generator)))    # multinomial normalises itself
-        return torch.tensor(out, dtype=torch.long), i
-    out.append(int(torch.multinomial(p[k], 1, generator=generator)))
-    return torch.tensor(out, dtype=torch.long), k
-'''),
+    Case("04", "verify", "a Python loop over the drafts (one uniform per draft, stop at the first rejection)",
+         cases04.LOOP_VERIFY),
     Case("04", "speculative_generate", "no KV cache: every forward recomputes the whole sequence (exact, slower)", '''
 @torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):

@@ -122,16 +122,7 @@ STATIC_CACHE_DECODER = '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
     """Speculative decoding with static caches indexed by position: a rejected position is overwritten later."""
     from transformers import StaticCache
-    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1
-            and input_ids.shape[1] >= 1):
-        raise ValueError("input_ids must be a (1, T) tensor")
-    if max_new_tokens < 1:
-        raise ValueError("max_new_tokens must be >= 1")
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    if temperature < 0:
-        raise ValueError("temperature must be >= 0")
-    seq = input_ids.long()
+''' + CHECKS + '''    seq = input_ids.long()
     start, size = seq.shape[1], seq.shape[1] + max_new_tokens + 2 * k + 4
     caches = {m: StaticCache(config=m.config, max_cache_len=size) for m in (target, draft)}
     done = {target: 0, draft: 0}                 # positions whose keys and values are valid in each cache
