@@ -212,6 +212,9 @@ WRONG = [
     Case("03", "speedup", "k + 1 draft steps per round: ((k + 1) c + 1)", P("03", "speedup", ("/ (k * c + 1.0))", "/ ((k + 1) * c + 1.0))"))),
     Case("03", "speedup", "k + 1 in the wrong place: expected_tokens(alpha, k + 1)", P("03", "speedup", ("return float(expected_tokens(alpha, k) /", "return float(expected_tokens(alpha, k + 1) /"))),
     Case("03", "speedup", "forgets the verify step: E / (k c)", P("03", "speedup", ("/ (k * c + 1.0))", "/ max(k * c, 1e-12))"))),
+    Case("03", "speedup", "a message that does not name c (but contains the letter c: 'draft cost')",
+         P("03", "speedup", ('raise ValueError(f"c (draft step / target step) must be >= 0, got {c}")', 'raise ValueError(f"the draft cost must be >= 0, got {c}")')),
+         first="test_speedup", failed_before=False),
     Case("03", "best_k", "ties go to the largest k (>=)", P("03", "best_k", ("if value > best_value:", "if value >= best_value:")), first="test_best_k"),
     Case("03", "best_k", "searches 1 .. k_max - 1", P("03", "best_k", ("range(2, int(k_max) + 1)", "range(2, int(k_max))")), first="test_best_k"),
     # 04: verify
@@ -260,6 +263,9 @@ def _accept(p, q, drafts, generator):
          P("04", "speculative_generate", ("p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
                                           "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature and 1.0)")),
          first="test_speculative_generate_distribution"),
+    Case("04", "speculative_generate", "a message that does not name k (but contains the letter k: 'token')",
+         P("04", "speculative_generate", ('raise ValueError(f"k must be >= 1, got {k}")', 'raise ValueError(f"a round drafts at least 1 token, got {k}")')),
+         first="test_speculative_generate_bad_input", failed_before=False),
     Case("04", "speculative_generate", "drops the bonus token of a fully accepted round",
          P("04", "speculative_generate", ("tokens = torch.cat([tokens, new.view(1, -1)], dim=1)",
                                           "tokens = torch.cat([tokens, (new[:-1] if n == k_round else new).view(1, -1)], dim=1)")),
@@ -364,6 +370,17 @@ def expected_tokens(alpha, k):
         raise ValueError(f"bad alpha={alpha!r}: an acceptance rate lies in [0, 1]")
     return float(np.sum(float(alpha) ** np.arange(int(k) + 1)))
 '''),
+    Case("03", "expected_tokens", "no float() conversion of the inputs: numpy scalars in, numpy scalars out (numpy inputs are not specified)", '''
+def expected_tokens(alpha, k):
+    """(1 - alpha**(k+1)) / (1 - alpha); k + 1 at alpha = 1."""
+    if isinstance(k, bool) or k != int(k) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    if alpha == 1:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1.0 - alpha)
+'''),
     Case("03", "speedup", "numpy inside", '''
 def speedup(alpha, k, c):
     """expected_tokens(alpha, k) / (k c + 1)."""
@@ -402,6 +419,10 @@ def estimate_alpha(accepted, drafted):
         raise ValueError("nothing tested: drafted is empty or all zero")
     return float(a.sum() / tested)
 '''),
+    Case("05", "estimate_alpha", "one range check 0 <= accepted[i] <= drafted[i] naming accepted (a negative drafted fails it too)",
+         P("05", "estimate_alpha", ("        if k < 0:\n            raise ValueError(f\"drafted counts must be >= 0, got {k}\")\n", ""),
+           ('raise ValueError(f"accepted counts must be in [0, drafted], got accepted {n} with drafted {k}")',
+            'raise ValueError(f"accepted: round count {n} out of range")'))),
     Case("05", "ngram_propose", "a plain loop from the end and a different error message", '''
 def ngram_propose(tokens, n, k):
     """Tokens that followed the most recent earlier occurrence of the last n tokens (at most k)."""
