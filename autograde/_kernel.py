@@ -13,7 +13,7 @@ depend on anything the student's code could have replaced in IPython (custom exc
 - runs the test in a copy of the notebook's namespace, so that what the hidden part defines (its
   reference implementation, its expected values) is invisible to the student's functions, and only
   what the visible part defines is kept afterwards (as in the learner's own notebook);
-- restores the builtins and the ``math``/``random``/``operator`` modules to the state they had before
+- restores the builtins and the ``math``/``random``/``operator``/``re`` modules to the state they had before
   any student code ran, and hides notebook globals that shadow a builtin the test uses (``abs = ...``);
 - clears trace/profile hooks;
 - after the cell, fails the test if any of that was changed while it ran (a student function that
@@ -42,6 +42,7 @@ import math
 import operator
 import os
 import random
+import re
 import symtable
 import sys
 import threading
@@ -51,7 +52,7 @@ _TEST_CELLS = frozenset(h for h in os.environ.pop("AUTOGRADE_TEST_CELLS", "").sp
 _LOCKED_CELLS = dict(item.split(":", 1) for item in os.environ.pop("AUTOGRADE_LOCKED_CELLS", "").split(",")
                      if ":" in item)
 _COURSE_PACKAGES = tuple(p for p in os.environ.pop("AUTOGRADE_COURSE_PACKAGES", "specdec").split(",") if p)
-_GUARDED_MODULES = (builtins, math, random, operator)
+_GUARDED_MODULES = (builtins, math, random, operator, re)   # re: the tests' message checks use re.search
 _PRISTINE = {id(m): dict(vars(m)) for m in _GUARDED_MODULES}
 _MISSING = object()
 # private references, taken before any student code exists

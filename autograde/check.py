@@ -103,7 +103,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         pipeline.submit(course, assignment, STUDENT, nb, released)
         how = "sandboxed" if sandboxed else ("not sandboxed" if explicit else
                                              "not sandboxed: bubblewrap is not installed; it is your own code")
-        print(f"checking {path.name} against {assignment.name} ({how}; {grading_sources()}) ...", file=out,
+        print(f"checking {path} against {assignment.name} ({how}; {grading_sources()}) ...", file=out,
               flush=True)
         graded = pipeline.grade(course, assignment, STUDENT, released)
         if not graded.ok:

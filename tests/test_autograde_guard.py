@@ -141,3 +141,17 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
             verdicts.append(guard.run_test_cell(tests[test], ns, locked))
         assert verdicts[0] is None, f"{test}: the cheat should pass without the record: {verdicts[0]}"
         assert verdicts[1] is not None and verdicts[1][0] == "GraderIntegrityError", verdicts[1]
+
+
+def test_a_patched_re_search_is_undone_before_a_message_check():
+    """Hidden tests check error messages with re.search: a student's `re.search = ...` must not reach them."""
+    import re
+    real = re.search
+    ns, locked = _notebook("import re\nre.search = lambda *args, **kwargs: True")
+    try:
+        failure = guard.run_test_cell('import re\nassert re.search(r"\\bk\\b", "no such word") is None, "rule: m"', ns,
+                                      locked)
+    finally:
+        re.search = real
+    assert failure is None, failure
+    assert re.search is real
