@@ -1,0 +1,91 @@
+"""Unit tests of the grading tool's parts that need no kernel and no bubblewrap run: the sandbox's command
+line, the engine's run records, and the feedback a learner sees."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograde import REPO, sandbox
+from autograde.assignment import load_assignment
+from autograde.feedback import NOTE, SanitizeFeedback
+from autograde.outcomes import read_run_record, run_record_path, write_run_record
+
+A = "01_decode_is_bandwidth_bound"
+
+
+# ------------------------------------------------------------------------------------------ sandbox
+def test_the_sandbox_binds_the_course_read_only_and_the_submission_alone_writable(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "bwrap_status", lambda: (True, "/usr/bin/bwrap"))
+    shared = [str(REPO / "specdec"), str(REPO / "data")]
+    argv = sandbox.bwrap_argv(cwd=tmp_path / "nb", scratch=tmp_path / "scratch", ipc_dir=tmp_path / "ipc",
+                              shared=shared, env={"PYTHONPATH": str(REPO), "SECRET": "x"}, tmp_bytes=2**20)
+    pairs = list(zip(argv, argv[1:], argv[2:]))
+    for path in shared:
+        assert ("--ro-bind", path, path) in pairs, f"{path} must be bound read-only"
+    writable = [(a, b) for flag, a, b in pairs if flag == "--bind"]
+    assert writable == [(str(tmp_path / "ipc"), str(tmp_path / "ipc")),
+                        (str(tmp_path / "scratch"), str(tmp_path / "nb"))], writable
+    for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--clearenv"):
+        assert flag in argv
+    assert ("--cap-drop", "ALL") in list(zip(argv, argv[1:]))
+    assert ("--setenv", "PYTHONPATH", str(REPO)) in pairs               # the course package of this checkout
+    assert not any(str(REPO / "solutions") in a for a in argv), "solutions/ must not be visible"
+    assert not any(a.endswith("gradebook.db") for a in argv)
+
+
+def test_the_sandbox_refuses_to_build_a_command_without_bubblewrap(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "bwrap_status", lambda: (False, "bubblewrap (bwrap) is not installed"))
+    with pytest.raises(RuntimeError, match="not installed"):
+        sandbox.bwrap_argv(cwd=tmp_path, scratch=tmp_path, ipc_dir=tmp_path, shared=[], env={}, tmp_bytes=1)
+
+
+# ------------------------------------------------------------------------------------ run records
+def test_a_run_record_round_trips_and_a_missing_one_is_empty(tmp_path):
+    record = {"student": "ada", "assignment": A, "notebook": A, "events": [{"kind": "timeout", "cell": 3,
+                                                                            "message": "m"}], "stop": None}
+    path = write_run_record(tmp_path, record)
+    assert path == run_record_path(tmp_path, "ada", A, A) and path.exists()
+    assert read_run_record(tmp_path, "ada", A, A) == record
+    assert read_run_record(tmp_path, "bob", A, A) == {}
+    path.write_text("{not json")
+    assert read_run_record(tmp_path, "ada", A, A) == {}
+
+
+# ---------------------------------------------------------------------------------------- feedback
+def test_feedback_shows_trusted_results_and_no_output_or_hidden_text(tmp_path):
+    nb = nbformat.read(str(REPO / "solutions" / A / f"{A}.ipynb"), as_version=4)
+    assignment = load_assignment(A)
+    test = assignment.tests[0]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="SECRET kernel output\n")]
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == test.grade_id:
+            cell.outputs.append(nbformat.v4.new_output(
+                "error", ename="AssertionError", evalue="rule: SECRET-VALUE 12345",
+                traceback=[f"autograde: test cell line {test.visible_lines + 3}", "AssertionError: x"]))
+    write_run_record(tmp_path, {"student": "ada", "assignment": A, "notebook": A, "events": [], "stop": None,
+                                "review": "Flagged because of a test."})
+    pre = SanitizeFeedback(record_dir=str(tmp_path))
+    out, _ = pre.preprocess(nb, {"nbgrader": {"student": "ada", "assignment": A, "notebook": A}})
+    text = nbformat.writes(out)
+    assert "SECRET" not in text and "12345" not in text
+    assert NOTE in text and "Flagged because of a test." in text
+    summaries = [o.text for c in out.cells if c.cell_type == "code" for o in c.outputs]
+    assert any("in the hidden tests" in s for s in summaries), summaries
+    assert sum(s.startswith("autograder: passed") for s in summaries) == len(assignment.tests) - 1
+
+
+def test_feedback_without_a_record_still_hides_every_output():
+    nb = nbformat.read(str(REPO / "notebooks" / A / f"{A}.ipynb"), as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="kernel said this\n")]
+    out, _ = SanitizeFeedback().preprocess(nb, {"nbgrader": {"student": "x", "assignment": A, "notebook": A}})
+    assert "kernel said this" not in nbformat.writes(out)
+
+
+def test_the_engine_names_its_limits():
+    from autograde import engine
+    assert engine.SandboxedExecute.class_traits()["memory_bytes"].default_value == engine.MEMORY_BYTES
+    assert engine.SandboxedExecute.class_traits()["notebook_timeout"].default_value == engine.NOTEBOOK_SECONDS
+    assert not hasattr(engine, "RUNS"), "run records are files (autograde.outcomes), not module state"
