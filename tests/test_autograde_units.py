@@ -1,6 +1,5 @@
 """Unit tests of the grading tool's parts that need no kernel and no bubblewrap run: the sandbox's command
 line, the engine's run records, and the feedback a learner sees."""
-from pathlib import Path
 
 import nbformat
 import pytest
