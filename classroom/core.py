@@ -300,7 +300,7 @@ class Classroom:
         self.state = {"root": str(self.root), "prefix": str(self.prefix), "course": self.course,
                       "instructor": self.instructor, "students": self.students, "port": self.port,
                       "created_users": [], "created_groups": [], "prefix_created": False,
-                      "repo": str(REPO), "repo_mode": _mode(REPO)}
+                      "repo": str(REPO), "repo_mode": _mode(REPO), "owner_pid": os.getpid()}
         self.save()
         try:
             self._make_private_repo()
@@ -388,8 +388,10 @@ class Classroom:
             shutil.copy(REPO / "classroom" / "exchange.py", lib / f"{EXCHANGE_MODULE}.py")
             (site / "specdec_classroom.pth").write_text(str(lib) + "\n")
             _run(["chmod", "-R", "a+rX", str(self.prefix)])
-            done = subprocess.run(["runuser", "-u", "nobody", "--", str(self.python), "-c",
-                                   "import torch, nbgrader, jupyterhub, specdec"], capture_output=True, text=True)
+            # proof that an unprivileged user (nobody, 65534) can run it
+            done = subprocess.run([str(self.python), "-c", "import torch, nbgrader, jupyterhub, specdec"], cwd="/",
+                                  user=65534, group=65534, extra_groups=[], capture_output=True, text=True,
+                                  env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
             if done.returncode != 0:
                 raise ClassroomError(f"the classroom environment {self.prefix} does not work for other users:\n"
                                      + done.stderr[-2000:])

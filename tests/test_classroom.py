@@ -179,6 +179,7 @@ def room(request):
                 pytest.fail("another classroom test on this machine held /tmp/specdec-classroom-test.lock for 10 min")
             time.sleep(2)
     request.addfinalizer(lock.close)
+    _remove_stale_test_classrooms()
     t0 = time.monotonic()
     room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
                      root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom")
@@ -201,6 +202,16 @@ def room(request):
         left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
         assert not left, f"teardown left Unix users {left}"
         assert not Path(room.root).exists() and not Path(room.prefix).exists()
+
+
+def _remove_stale_test_classrooms():
+    """A test run killed outright (SIGKILL, a lost machine) cannot tear down: the next run removes what
+    such a run left, found by its state file, once the process that made it is gone."""
+    for state in Path("/srv").glob("sdt*-classroom/state.json"):
+        pid = json.loads(state.read_text()).get("owner_pid")
+        if pid and not Path(f"/proc/{pid}").exists():
+            print(f"removing the classroom a killed test run left at {state.parent}")
+            Classroom.load(state.parent).teardown()
 
 
 def _user_exists(name):
