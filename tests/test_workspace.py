@@ -292,7 +292,7 @@ def test_check_by_number_grades_the_learners_copy_in_the_workspace(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograde", "check", first[:2]], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"checking {first}.ipynb against {first}" in done.stdout, done.stdout
+    assert f"checking {ws / rel(first)} against {first}" in done.stdout, done.stdout   # the copy in my-work/
     assert "total: 9/9 points" in done.stdout, done.stdout
 
 
