@@ -197,7 +197,9 @@ def room(request):
         if os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1":       # debugging: `python -m classroom down --root ...`
             print(f"SPECDEC_CLASSROOM_KEEP=1: the classroom stays at {room.root}")
             return
+        t_down = time.monotonic()
         room.teardown()
+        TIMES["teardown_s"] = time.monotonic() - t_down
         (ARTIFACTS / "times.json").write_text(json.dumps({k: round(v, 1) for k, v in TIMES.items()}, indent=1))
         left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
         assert not left, f"teardown left Unix users {left}"
