@@ -368,6 +368,7 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "unconfined" not in done.stdout + done.stderr
     assert "feedback failed" not in done.stdout, done.stdout[-3000:]
+    shutil.copy(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv", ARTIFACTS)
     with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
         totals = {r["student"]: (float(r["score"]), float(r["max_score"]), r["status"])
                   for r in csv.DictReader(fh) if r["part"] == "total"}
