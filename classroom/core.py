@@ -542,14 +542,20 @@ class Classroom:
         """Stop the hub (which stops the user servers, the formgrader service and the proxy), then any
         process left running as a classroom user."""
         pid = self.state.get("hub_pid")
-        if pid and _alive(pid):
+        if pid and _alive(pid) and "jupyterhub" in _cmdline(pid):
             os.kill(pid, signal.SIGTERM)
-            for _ in range(150):
-                if not _alive(pid):
-                    break
+            # it stops the servers, the service and the proxy, then exits (about 4 s here)
+            t0 = time.monotonic()
+            while _alive(pid) and time.monotonic() - t0 < 30:
                 time.sleep(0.2)
-            else:
+            if _alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+        proc = getattr(self, "proc", None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)       # reap our child, so it does not linger as a zombie
+            except subprocess.TimeoutExpired:
+                pass
         self._kill_user_processes()
         proxy_pid = self.hub_dir / "proxy.pid"
         if proxy_pid.exists():
@@ -601,13 +607,12 @@ class Classroom:
 
 
 def _alive(pid):
+    """True while `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
+    return state not in ("Z", "X")
 
 
 def _uid(proc_dir):

@@ -47,6 +47,7 @@ c.SharedPasswordAuthenticator.user_password = state["password"]
 c.Authenticator.allowed_users = set(students) | {instructor}
 
 c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.ip = "127.0.0.1"          # (the default, stated: user servers listen on loopback only)
 c.Spawner.cmd = [python, "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
 # offline workshop: no news or update checks; window.jupyterapp for the browser test

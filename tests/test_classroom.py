@@ -197,7 +197,9 @@ def room(request):
         if os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1":       # debugging: `python -m classroom down --root ...`
             print(f"SPECDEC_CLASSROOM_KEEP=1: the classroom stays at {room.root}")
             return
+        t_down = time.monotonic()
         room.teardown()
+        TIMES["teardown_s"] = time.monotonic() - t_down
         (ARTIFACTS / "times.json").write_text(json.dumps({k: round(v, 1) for k, v in TIMES.items()}, indent=1))
         left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
         assert not left, f"teardown left Unix users {left}"
@@ -366,6 +368,7 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "unconfined" not in done.stdout + done.stderr
     assert "feedback failed" not in done.stdout, done.stdout[-3000:]
+    shutil.copy(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv", ARTIFACTS)
     with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
         totals = {r["student"]: (float(r["score"]), float(r["max_score"]), r["status"])
                   for r in csv.DictReader(fh) if r["part"] == "total"}
