@@ -390,6 +390,18 @@ def _grade_task(sub):
         return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0)
 
 
+def _refuse_own_folder(submissions, course, assignment):
+    """Grading copies each submission into the course's submitted/ folder after emptying its place there:
+    submissions read from that very folder would be deleted before they are copied. Refuse instead."""
+    own = course.path("submitted", "student", assignment.name).parent.parent.resolve()
+    given = Path(submissions).resolve()
+    for root in (given, given / "submitted"):
+        if root == own or root.is_relative_to(own):
+            raise ValueError(f"the submissions folder {submissions} is the grader's own submitted/ folder ({own}), "
+                             f"where grading writes: copy the submissions elsewhere (or grade with another --work "
+                             f"folder) so that none is overwritten")
+
+
 def _preflight_key(assignment, settings):
     """Hash of everything that decides whether the reference solution can be graded here: the solution,
     the course's package and data, the installed packages, this checkout's path and the run's settings."""
@@ -468,6 +480,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     if check_solution:
         preflight(assignment, out=out, **settings)
     course = engine.Course(work, **settings)
+    _refuse_own_folder(submissions, course, assignment)
     course.prepare(assignment_name)
     subs = discover(submissions, assignment, released_notebook(assignment, course))
     print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"

@@ -111,3 +111,18 @@ def test_who_is_blamed_for_a_failing_locked_cell():
     assert _graded([late]).course_failure == "" and "after the student's code" in _graded([late]).locked_notes[0]
     with_files = _graded([early], own_files=["specdec.py"])
     assert with_files.course_failure == "" and "specdec.py" in with_files.locked_notes[0]
+
+
+def test_the_graders_own_submitted_folder_is_refused_and_left_intact(tmp_path):
+    """Grading empties each student's place in WORK/submitted/ before copying the submission there: given that
+    folder itself (or a work folder holding it) as input, the tool refuses instead of deleting submissions."""
+    work = tmp_path / "work"
+    nb_path = work / "submitted" / "ada" / A / f"{A}.ipynb"
+    nb_path.parent.mkdir(parents=True)
+    shutil.copy(REPO / "solutions" / A / f"{A}.ipynb", nb_path)
+    before = nb_path.read_bytes()
+    for given in (work / "submitted", work):
+        done = subprocess.run([sys.executable, "-m", "autograde", "class", A, str(given), "--work", str(work),
+                               "--skip-preflight"], capture_output=True, text=True, cwd="/", env=tool_env())
+        assert done.returncode == 2 and "the grader's own submitted/ folder" in done.stderr, done.stderr
+        assert nb_path.read_bytes() == before
