@@ -46,3 +46,11 @@ def cache_dir():
 def grading_sources():
     """Which course package and data the kernels import and read (always this checkout's)."""
     return f"course package {REPO / 'specdec'}, data {REPO / 'data'}"
+
+
+def write_atomic(path, data):
+    """Write bytes to `path` through a temporary file beside it, so that a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -176,6 +176,15 @@ def source_notebook(name):
     return found[0]
 
 
+def graded_part(nb):
+    """A copy of notebook `nb` cut after its last graded test cell (the cells after it only measure)."""
+    import copy
+    last = max(i for i, c in enumerate(nb.cells) if is_test_cell(c))
+    nb = copy.deepcopy(nb)
+    nb.cells = nb.cells[:last + 1]
+    return nb
+
+
 def released_notebook(assignment, course=None):
     """The learner notebook of an assignment: the fresh release in a course's work folder if there is one
     (the class run releases before grading), else the committed one in notebooks/."""

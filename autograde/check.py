@@ -13,7 +13,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
 from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 from autograde.workspace import resolve_notebook

@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 
 from autograde import REPO, WORK, assignments, cache_dir, engine, grading_sources, pipeline, scan
-from autograde.assignment import (identify, is_test_cell, load_assignment, read_json_notebook, released_notebook,
+from autograde.assignment import (graded_part, identify, load_assignment, read_json_notebook, released_notebook,
                                   source_notebook)
 from autograde.outcomes import summary
 
@@ -179,31 +179,28 @@ def _copy_files(sub, dest):
 
 
 # --------------------------------------------------------------------------------------- gradebook
-def _zero_submission(course, assignment, student):
-    """Give a submission that could not be graded an explicit 0 in the gradebook."""
+def _set_ungraded(course, assignment, student, *, auto_score, needs_manual_grade):
+    """Put the same grade into every grade cell of a submission that was not autograded."""
     with course.gradebook() as gb:
         gb.update_or_create_student(student)
         gb.update_or_create_submission(assignment.name, student)
         nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
         for grade in nb.grades:
-            grade.auto_score = 0
+            grade.auto_score = auto_score
             grade.manual_score = None
-            grade.needs_manual_grade = False
+            grade.needs_manual_grade = needs_manual_grade
         gb.db.commit()
+
+
+def _zero_submission(course, assignment, student):
+    """The student's own failure (no notebook, corrupt, another assignment): an explicit 0."""
+    _set_ungraded(course, assignment, student, auto_score=0, needs_manual_grade=False)
 
 
 def _hold_for_manual_grading(course, assignment, student):
     """A submission the grader could not grade (not the student's fault): no score at all, and every grade
     cell waits for an instructor in formgrader, instead of a 0 that looks like the student's."""
-    with course.gradebook() as gb:
-        gb.update_or_create_student(student)
-        gb.update_or_create_submission(assignment.name, student)
-        nb = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
-        for grade in nb.grades:
-            grade.auto_score = None
-            grade.manual_score = None
-            grade.needs_manual_grade = True
-        gb.db.commit()
+    _set_ungraded(course, assignment, student, auto_score=None, needs_manual_grade=True)
 
 
 def _flag_path(course, assignment, student):
@@ -434,9 +431,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         course = engine.Course(work, **settings)
         course.prepare(assignment.name)
         released = released_notebook(assignment, course)
-        solution = nbformat.read(str(source_notebook(assignment.name)), as_version=4)
-        last_test = max(i for i, c in enumerate(solution.cells) if is_test_cell(c))
-        solution.cells = solution.cells[:last_test + 1]       # the graded part: later cells only measure
+        solution = graded_part(nbformat.read(str(source_notebook(assignment.name)), as_version=4))
         pipeline.submit(course, assignment, "reference-solution", solution, released)
         graded = pipeline.grade(course, assignment, "reference-solution", released)
         problem = graded.reason if not graded.ok else graded.course_failure

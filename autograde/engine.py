@@ -54,6 +54,7 @@ CELL_OUTPUT_BYTES = 1_000_000         # output kept per cell: ample for a plot, 
 NOTEBOOK_OUTPUT_BYTES = 10_000_000    # output kept per notebook
 ERROR_TEXT_CHARS = 10_000             # an error message is always kept, cut to this length
 TRACEBACK_LINES = 200                 # and at most this many traceback lines
+ERROR_LINE_CHARS = 200                # a locked cell's error, as the run record keeps it (one line)
 EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
 LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
 
@@ -179,7 +180,7 @@ class SandboxedExecute(Execute):
                       "display_name": "autograde (sandboxed Python)", "language": "python",
                       "interrupt_mode": "message", "env": {} if self.use_sandbox else
                       {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"], "PYTHONPATH": os.pathsep.join(
-                           [env["PYTHONPATH"]] + [os.environ["PYTHONPATH"]] * bool(os.environ.get("PYTHONPATH"))),
+                           filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
                        "AUTOGRADE_LOCKED_CELLS": env["AUTOGRADE_LOCKED_CELLS"], "IPYTHONDIR": str(run / "ipython"),
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
@@ -282,7 +283,7 @@ class SandboxedExecute(Execute):
                 cell.outputs.append(err)
         if is_locked_cell(cell) and self._errors.get(index):
             err = self._errors[index][0]
-            first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_TEXT_CHARS // 50]
+            first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_LINE_CHARS]
             self._record.setdefault("locked_errors", []).append(
                 {"cell": index, "grade_id": nbgrader_meta(cell).get("grade_id", "?"), "ename": str(err.get("ename")),
                  "evalue": first, "after_student_code": self._student_ran})

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from autograde import write_atomic
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
@@ -136,9 +137,7 @@ def write_run_record(folder, record):
     """Save one run record (autograde.engine.SandboxedExecute writes it; the classroom adds `review`)."""
     path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(record).encode())
     return path
 
 

@@ -33,13 +33,18 @@ class Graded:
     def points(self):
         return sum(s for s, _, _ in self.scores.values())
 
+    def _course_to_blame(self, error):
+        """A locked cell's error is the course's when no cell of the student's had run before it and the
+        student brought no files beside the notebook (which could shadow a module it imports)."""
+        return not error["after_student_code"] and not self.own_files
+
     @property
     def course_failure(self):
         """Why the course's own code failed, not the student's: a locked cell (setup, given answers) raised
         before any cell the student wrote or changed had run, and the submission brought no files that
         could have changed what it imports. '' when there is no such failure."""
         for e in self.record.get("locked_errors", []):
-            if not e["after_student_code"] and not self.own_files:
+            if self._course_to_blame(e):
                 return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
                         f"of the student's code ran: the grading environment is broken, not the submission")
         return ""
@@ -50,8 +55,7 @@ class Graded:
         return [f"the given cell {e['grade_id']!r} raised {e['ename']} "
                 + ("after the student's code had run" if e["after_student_code"] else
                    "with the student's own files beside the notebook (" + ", ".join(self.own_files[:3]) + ")")
-                for e in self.record.get("locked_errors", [])
-                if e["after_student_code"] or self.own_files]
+                for e in self.record.get("locked_errors", []) if not self._course_to_blame(e)]
 
 
 def submit(course, assignment, student, nb, released):

@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograde import NOTEBOOKS, REPO, assignments
+from autograde import NOTEBOOKS, REPO, assignments, write_atomic
 
 WORKSPACE = REPO / "my-work"            # git-ignored; SPECDEC_WORKSPACE overrides it
 MANIFEST = ".course-release.json"
@@ -65,15 +65,9 @@ def _unreadable(path):
     return None
 
 
-def _write_atomic(path, data):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _copy(src, dest):
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(dest, Path(src).read_bytes())
+    write_atomic(dest, Path(src).read_bytes())
 
 
 def config_text(workspace, template=None):
@@ -186,10 +180,10 @@ def set_up(course=NOTEBOOKS, workspace=None, config_template=None):
                         "course's version it was copied from, and of a newer one offered in "
                         f"{UPDATES}/. Delete this file only to have every differing notebook offered again.",
                 "assignments": recorded}
-    _write_atomic(ws / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    write_atomic(ws / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     config = config_text(ws, config_template)
     if not (ws / CONFIG).exists() or (ws / CONFIG).read_text() != config:
-        _write_atomic(ws / CONFIG, config.encode())
+        write_atomic(ws / CONFIG, config.encode())
     return sync
 
 
