@@ -112,3 +112,64 @@ def heldout_texts(domain: str, path: str | Path | None = None) -> list[str]:
     if domain not in DOMAINS:
         raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}")
     return load_heldout(path)[domain]
+
+
+def padded_target(target, intermediate_size: int, dtype=None):
+    """A copy of `target` whose MLPs are `intermediate_size` wide, the extra units all zero.
+
+    Each Llama MLP computes down(silu(gate(x)) * up(x)). The added rows of gate and up are zero, so the
+    added units output silu(0) * 0 = 0, and the added columns of down are zero too: every logit equals the
+    original's up to float rounding (the sums have more terms, all zero). What changes is the cost: a decode
+    step reads every weight, zero or not, so the copy costs what a real model of that size costs per step.
+    `dtype` (e.g. torch.bfloat16) converts the copy; None keeps the target's. The original is untouched.
+    """
+    import copy
+
+    import torch
+
+    old = target.config.intermediate_size
+    if not isinstance(intermediate_size, int) or intermediate_size < old:
+        raise ValueError(f"intermediate_size must be an int >= the target's {old}, got {intermediate_size!r}")
+    config = copy.deepcopy(target.config)
+    config.intermediate_size = intermediate_size
+    model = type(target)(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.zero_()
+        state = target.state_dict()
+        for name, param in model.state_dict().items():
+            src = state[name]
+            if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+                param[:old].copy_(src)
+            elif name.endswith("mlp.down_proj.weight"):
+                param[:, :old].copy_(src)
+            else:
+                param.copy_(src)
+    model.generation_config = copy.deepcopy(target.generation_config)
+    return model.to(dtype) if dtype is not None else model
+
+
+def early_exit_draft(target, n_layers: int):
+    """LayerSkip-style self-speculation: a causal LM made of the target's first `n_layers` decoder layers,
+    its final norm and its LM head. The weights are the target's own (shared, not copied): the draft adds no
+    parameters. Its logits are what the target would predict if it stopped after `n_layers` layers."""
+    import copy
+
+    import torch
+
+    total = target.config.num_hidden_layers
+    if not isinstance(n_layers, int) or not 1 <= n_layers < total:
+        raise ValueError(f"n_layers must be an int in [1, {total - 1}], got {n_layers!r}")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = n_layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:n_layers]
+    with torch.device("meta"):
+        draft = type(target)(config)
+    draft.model.embed_tokens = target.model.embed_tokens
+    draft.model.layers = torch.nn.ModuleList(target.model.layers[:n_layers])
+    draft.model.norm = target.model.norm
+    draft.model.rotary_emb = target.model.rotary_emb
+    draft.lm_head = target.lm_head
+    draft.generation_config = copy.deepcopy(target.generation_config)
+    return draft.eval()
