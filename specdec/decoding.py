@@ -107,6 +107,22 @@ def greedy_generate(model, input_ids, max_new_tokens):
     return plain_generate(model, input_ids, max_new_tokens, temperature=0.0)
 
 
+def keep_cache_positions(cache, positions) -> None:
+    """Keep only `positions` (increasing ints) of every layer of a DynamicCache, dropping the rest.
+
+    After a token tree's forward pass the cache holds every node; keeping the prefix and the accepted path
+    leaves it exactly as if the path alone had been fed (notebook 09).
+    """
+    idx = torch.as_tensor(list(positions), dtype=torch.long)
+    if idx.dim() != 1 or (len(idx) > 1 and not bool((idx[1:] > idx[:-1]).all())):
+        raise ValueError(f"positions must be increasing ints, got {idx.tolist()}")
+    for layer in cache.layers:
+        if not len(idx) or int(idx[-1]) >= layer.keys.shape[-2] or int(idx[0]) < 0:
+            raise ValueError(f"positions must lie in [0, {layer.keys.shape[-2]}), got {idx.tolist()}")
+        layer.keys = layer.keys.index_select(-2, idx)
+        layer.values = layer.values.index_select(-2, idx)
+
+
 def tiny_llama(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                intermediate_size=None, seed=0, max_position_embeddings=2048):
     """A randomly initialised LlamaForCausalLM (eval mode, fp32, CPU), reproducible from `seed`."""

@@ -132,8 +132,12 @@ def padded_target(target, intermediate_size: int, dtype=None):
         raise ValueError(f"intermediate_size must be an int >= the target's {old}, got {intermediate_size!r}")
     config = copy.deepcopy(target.config)
     config.intermediate_size = intermediate_size
-    model = type(target)(config).eval()
+    with torch.device("meta"):                       # no random init of weights that are overwritten below
+        model = type(target)(config)
+    model = model.to_empty(device="cpu").to(next(target.parameters()).dtype).eval()
     with torch.no_grad():
+        for buf_name, buf in target.named_buffers():         # rotary inverse frequencies
+            model.get_buffer(buf_name).copy_(buf)
         for name, param in model.named_parameters():
             param.zero_()
         state = target.state_dict()
@@ -146,7 +150,20 @@ def padded_target(target, intermediate_size: int, dtype=None):
             else:
                 param.copy_(src)
     model.generation_config = copy.deepcopy(target.generation_config)
-    return model.to(dtype) if dtype is not None else model
+    return with_dtype(model, dtype) if dtype is not None else model
+
+
+def with_dtype(model, dtype):
+    """`model` with its parameters converted to `dtype` in place (e.g. torch.bfloat16), its buffers left as they
+    were: the rotary inverse frequencies stay fp32, as transformers computes them, so positions are not rounded.
+    Returns the model."""
+    buffers = {name: buf.clone() for name, buf in model.named_buffers()}
+    model.to(dtype)
+    for name, buf in buffers.items():
+        path, _, attr = name.rpartition(".")
+        module = model.get_submodule(path) if path else model
+        module.register_buffer(attr, buf, persistent=name in module.state_dict())
+    return model
 
 
 def early_exit_draft(target, n_layers: int):

@@ -52,3 +52,30 @@ def test_early_exit_draft_is_the_targets_first_layers(pair):
         assert torch.allclose(draft(ids).logits, want, atol=1e-5)
     with pytest.raises(ValueError, match="n_layers"):
         early_exit_draft(target, target.config.num_hidden_layers)
+
+
+def test_with_dtype_converts_weights_and_keeps_rope_frequencies_fp32(pair):
+    import copy
+
+    from specdec.models import with_dtype
+    model = with_dtype(copy.deepcopy(pair[1]), torch.bfloat16)
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert model.model.rotary_emb.inv_freq.dtype == torch.float32
+    assert torch.equal(model.model.rotary_emb.inv_freq, pair[1].model.rotary_emb.inv_freq)
+
+
+def test_keep_cache_positions_equals_feeding_the_path_alone(pair):
+    from specdec.decoding import keep_cache_positions, new_cache
+    target = pair[0]
+    ids = torch.arange(5, 25).view(1, -1)
+    full, path_only = new_cache(target), new_cache(target)
+    with torch.no_grad():
+        target(ids, cache=full, use_cache=True)
+        target(ids[:, [0, 1, 2, 5, 9]], cache=path_only, use_cache=True)   # positions differ, so compare shapes
+    keep_cache_positions(full, [0, 1, 2, 5, 9])
+    assert full.get_seq_length() == 5
+    assert torch.equal(full.layers[0].keys[:, :, :3], path_only.layers[0].keys[:, :, :3])
+    with pytest.raises(ValueError, match="positions"):
+        keep_cache_positions(full, [0, 7])
+    with pytest.raises(ValueError, match="positions"):
+        keep_cache_positions(full, [2, 1])
