@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .corpus import DOMAINS, corpus_versions, load_corpus
+from .corpus import DOMAINS, corpus_versions, load_corpus, portable_path
 from .decoding import count_params
 from .models import default_path, load_pair
 
@@ -349,10 +349,12 @@ def heldout_sample(corpus: dict) -> dict:
     return sample
 
 
-def save_model(model, folder: Path) -> None:
-    """fp16 safetensors (halves the size) under a config that says fp32, so that a plain
-    from_pretrained, like load_pair, computes in fp32 (fp16 matmuls are slow on CPUs)."""
+def save_model(model, folder: Path, tokenizer) -> None:
+    """a complete checkpoint: fp16 safetensors (halves the size) under a config that says fp32, so that a
+    plain from_pretrained, like load_pair, computes in fp32 (fp16 matmuls are slow on CPUs), and the
+    tokenizer's files, so that AutoTokenizer and pipeline() load the folder alone."""
     model.to(torch.float16).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     model.to(torch.float32)
     config = folder / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "dtype": "float32"}, indent=2) + "\n")
@@ -360,6 +362,14 @@ def save_model(model, folder: Path) -> None:
 
 def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+def tokenizer_bytes(folder: Path) -> int:
+    """the size of the tokenizer files in a model folder (each model folder holds a copy)."""
+    return sum((folder / name).stat().st_size for name in TOKENIZER_FILES)
 
 
 def write_log(log: list, path: Path) -> None:
@@ -404,9 +414,8 @@ def main(argv=None) -> dict:
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(out / "tokenizer")
-    save_model(target, out / "target")
-    save_model(draft, out / "draft")
+    save_model(target, out / "target", tokenizer)
+    save_model(draft, out / "draft", tokenizer)
     heldout = heldout_sample(corpus)
     (out / "heldout.json").write_text(json.dumps(heldout, indent=1, ensure_ascii=False), encoding="utf-8")
     write_log(log, out / "train_log.csv")
@@ -444,7 +453,8 @@ def make_report(args, corpus, streams, target, draft, tokenizer, heldout, times,
                    for d in DOMAINS},
         "heldout_shipped_chars": {d: sum(map(len, heldout[d])) for d in DOMAINS},
         "seconds": times,
-        "disk_bytes": {name: folder_bytes(out / name) for name in ("target", "draft", "tokenizer")},
+        "disk_bytes": {**{name: folder_bytes(out / name) for name in ("target", "draft")},
+                       "tokenizer": tokenizer_bytes(out / "target")},
         "eval": evaluate(target, draft, tokenizer, streams, heldout, args),
     }
 
@@ -473,7 +483,7 @@ The draft was trained both ways against the same shipped target, with the same s
 | cross-entropy, same tokens | 1,843,200 | 0.571 | 0.423 | 0.814 | 3.638 / 4.871 / 0.873 | 0.682 / 0.601 / 0.905 |
 | cross-entropy, same CPU time | 3,686,400 | 0.562 | 0.443 | 0.823 | 3.014 / 3.997 / 0.741 | 0.674 / 0.561 / 0.937 |
 
-`python -m specdec.train --target-from data/models --draft-loss ce [--draft-steps 900] --out /tmp/ce`
+`python -m specdec.train --target-from data/models --draft-loss ce [--draft-steps 900] --out runs/ce`
 gives the last two rows. Distillation lifts greedy α by 0.06–0.18 and is kept. Note the last row:
 at these budgets a 0.6 M-parameter draft trained on twice the tokens reaches a *lower* held-out
 loss than the 5.3 M target, yet agrees with it less. α measures agreement with the target, not
@@ -540,6 +550,11 @@ Target ÷ draft parameters: {t['params'] / d['params']:.1f}×. Tokenizer: byte-l
 `vocab_size` and special token ids, as transformers' `assistant_model=` requires.
 Weights are stored in fp16; config.json says fp32, so `from_pretrained` computes in fp32.
 
+Each model folder is a complete checkpoint: it holds its own copy of the tokenizer's files
+(`tokenizer.json`, `tokenizer_config.json`), so stock transformers loads it alone, offline:
+`AutoTokenizer.from_pretrained("data/models/target")` and
+`pipeline("text-generation", model="data/models/target")` (the same for `data/models/draft`).
+
 ## Retrain
 
 ```
@@ -561,7 +576,8 @@ The loss log is `train_log.csv`; every number here is also in `training.json`.
 
 ## Corpus
 
-Built at run time by `specdec.corpus` from Python {v['python']} (`{v['stdlib']}`); nothing is downloaded.
+Built at run time by `specdec.corpus` from Python {v['python']} (its standard library, `sysconfig.get_paths()["stdlib"]`,
+i.e. `{portable_path(v["stdlib"])}`); nothing is downloaded.
 A document is held out when a hash of its name says so (about 3 % of code files, 10 % of prose
 chunks and JSON records).
 
