@@ -546,6 +546,18 @@ def drafter_card(d: dict) -> str:
                      f"{v['seconds']['cpu_s']:.0f} | {_mb(v['disk_bytes'])} |" for k, v in dr.items())
     curves = "\n".join(f"- {name(k)}: " + ", ".join(f"{s}: {loss:.3f} / {a:.3f}" for s, loss, a in v["curve"])
                        for k, v in dr.items())
+
+    def tail(curve):  # the held-out loss change over the last sixth of the run
+        last = curve[-1]
+        ref = [c for c in curve if c[0] <= last[0] - max(1, last[0] // 6)][-1:] or curve[:1]
+        ref = ref[0]
+        return (f"held-out loss {last[1]:.3f} at step {last[0]} ({100 * (last[1] - ref[1]) / ref[1]:+.1f} % over "
+                f"the last {last[0] - ref[0]} steps), α {last[2]:.3f}")
+    flat = "\n".join(f"- {name(k)}: {tail(v['curve'])}" for k, v in dr.items())
+    from .drafters import RETRAIN_DRAFTERS
+
+    runs = "\n".join(f"{name(k)}: `{v.get('command', d['command'])}`" + ("  " if i + 1 < len(dr) else "")
+                     for i, (k, v) in enumerate(dr.items()))
     domains = list(next(iter(d["eval"].values())))
     rows = "\n".join(f"| {name(k)} | {d['added_params'].get(k, 0):,} | "
                      + " | ".join(f"{e[dom]['alpha']:.3f} | {e[dom]['tau']:.2f}" for dom in domains) + " |"
@@ -554,9 +566,18 @@ def drafter_card(d: dict) -> str:
     if "medusa" in d["eval"]:
         n = dr["medusa"]["n_heads"] if "medusa" in dr else 0
         heads = ("\n\nMedusa, greedy α per head (head i on h_t against the target's argmax for token t+1+i, "
-                 "teacher-forced):\n\n| domain | " + " | ".join(f"head {i}" for i in range(1, n + 1)) + " |\n|---|"
+                 "teacher-forced).\nWith k drafts per round Medusa proposes min(k, heads) tokens, all from one "
+                 "hidden state:\n\n| domain | " + " | ".join(f"head {i}" for i in range(1, n + 1)) + " |\n|---|"
                  + "---|" * n + "\n" + "\n".join(f"| {dom} | " + " | ".join(
                      f"{d['eval']['medusa'][dom][f'head_{i}']:.3f}" for i in range(1, n + 1)) + " |" for dom in domains))
+    e, s = d["eval"].get("eagle"), d["eval"].get("draft")
+    if e and s:
+        wins = [dom for dom in domains if e[dom]["tau"] > s[dom]["tau"] and e[dom]["alpha"] > s[dom]["alpha"]]
+        versus = (f"its α and τ beat the separate draft's on {', '.join(wins) if wins else 'no domain'} "
+                  f"(of {', '.join(domains)}), with {d['added_params']['eagle']:,} parameters against the draft's "
+                  f"{d['added_params']['draft']:,}.")
+    else:
+        versus = "this run measured it without the separate draft."
     med = dr.get("medusa", {})
     eag = dr.get("eagle", {})
     return f"""
@@ -579,10 +600,14 @@ target they were trained for. Load them bound to a target (any dtype; the padded
   noise on the input hidden states (EAGLE's recipe), teacher-forced on the target's true states.
 
 ```
-{d['command']}
+{RETRAIN_DRAFTERS}
 ```
 
-Seed {d['seed']}, {d['threads']} torch thread(s), batches of {d['batch']} × {d['seq_len']} tokens of the same corpus,
+trains both with the defaults. The shipped files came from:
+{runs}
+
+Seed {d['seed']}, {d['threads']} torch thread(s) (with other work on the 2 cores, two threads that wait for each other
+ran about 4× slower), batches of {d['batch']} × {d['seq_len']} tokens of the same corpus,
 fresh each step, through the frozen shipped target; AdamW (β 0.9/0.95), 5 % warmup then cosine decay. Time
 in seconds on this 2-core machine, **shared with other work during the run** (wall time depends on the
 load; CPU time less so). Parameters are the drafter's own (trainable); the LM head (1,048,576) and
@@ -597,6 +622,10 @@ per domain; loss is the training objective; per step in `drafters_log.csv`):
 
 {curves}
 
+At the end of each run:
+
+{flat}
+
 ## Drafters compared (fp32, the shipped weights)
 
 α: greedy, teacher-forced on the texts of `heldout.json`: the fraction of positions where the drafter's
@@ -608,6 +637,14 @@ Early exit: `specdec.models.early_exit_draft(target, n)`, the target's first n l
 | drafter | parameters added | {' | '.join(f'{dom} α | {dom} τ' for dom in domains)} |
 |---|---|{'---|---|' * len(domains)}
 {rows}{heads}
+
+Reading the table: Medusa's first head must guess token t+2 from h_t without seeing token t+1 (the
+target's own next token), and its later heads guess further ahead, so on a 4-layer target its α is low
+except on JSON; Medusa is meant to be verified as a token tree (the top-2 of each head,
+`MedusaProposer.topk_tree`), not as a chain. The EAGLE draft sees both the target's state and the token
+just chosen; {versus}
+Early exit shares the target's weights (no parameters added) but its first layers agree with the full
+target much less.
 
 Measured in {d['eval_seconds']['wall_s']:.0f} s wall; every number here is in `drafters.json`.
 """.replace("(1,048,576)", f"({d['trained_for']['hidden_size'] * d['trained_for']['vocab_size']:,})")
@@ -732,7 +769,7 @@ def parse_drafter_args(argv) -> argparse.Namespace:
     p.add_argument("--n-heads", type=int, default=4, help="Medusa heads")
     p.add_argument("--medusa-steps", type=int, default=300)
     p.add_argument("--medusa-lr", type=float, default=2e-3)
-    p.add_argument("--eagle-steps", type=int, default=900)
+    p.add_argument("--eagle-steps", type=int, default=1800)
     p.add_argument("--eagle-lr", type=float, default=2e-3)
     p.add_argument("--eagle-mlp", type=int, default=512, help="intermediate size of EAGLE's decoder layer")
     p.add_argument("--eagle-reg", type=float, default=1.0, help="weight of the smooth-L1 hidden-state loss")
@@ -910,7 +947,7 @@ def main_drafters(argv) -> dict:
                               args.medusa_steps, args.medusa_lr, log)
         seconds = clock.read()
         save_drafter(heads, out / "medusa", trained_for, {"loss": "mean over heads of KL(target || head)"})
-        report["drafters"]["medusa"] = {"params": trainable_params(heads), "n_heads": args.n_heads,
+        report["drafters"]["medusa"] = {"command": args.command, "params": trainable_params(heads), "n_heads": args.n_heads,
                                         "steps": args.medusa_steps, "lr": args.medusa_lr,
                                         "train_tokens": args.medusa_steps * tokens, "seconds": seconds,
                                         "curve": curve, "disk_bytes": folder_bytes(out / "medusa")}
@@ -927,7 +964,7 @@ def main_drafters(argv) -> dict:
         save_drafter(eagle, out / "eagle", trained_for,
                      {"loss": f"KL(target || lm_head(h_hat)) + {args.eagle_reg} * smooth_l1(h_hat, h)",
                       "input_noise": args.eagle_noise})
-        report["drafters"]["eagle"] = {"params": trainable_params(eagle), "intermediate_size": args.eagle_mlp,
+        report["drafters"]["eagle"] = {"command": args.command, "params": trainable_params(eagle), "intermediate_size": args.eagle_mlp,
                                        "steps": args.eagle_steps, "lr": args.eagle_lr,
                                        "train_tokens": args.eagle_steps * tokens, "seconds": seconds,
                                        "curve": curve, "disk_bytes": folder_bytes(out / "eagle")}
