@@ -30,8 +30,19 @@ def corpus_versions() -> dict:
     """What the corpus was built from, for the model card."""
     return {
         "python": sys.version.split()[0],
-        "stdlib": sysconfig.get_paths()["stdlib"],
+        "stdlib": portable_path(sysconfig.get_paths()["stdlib"]),
     }
+
+
+def portable_path(path: str) -> str:
+    """`path` without this machine's install location: relative to the interpreter's sys.base_prefix
+    (written `<sys.base_prefix>/...`), else only its last two parts."""
+    if path.startswith("<") or path.startswith(".../"):
+        return path  # already portable
+    try:
+        return "<sys.base_prefix>/" + Path(path).resolve().relative_to(Path(sys.base_prefix).resolve()).as_posix()
+    except ValueError:
+        return ".../" + "/".join(Path(path).parts[-2:])
 
 
 def code_documents() -> list[tuple[str, str]]:

@@ -1,10 +1,12 @@
 """Load the course's tiny target/draft pair and its held-out text, offline, from data/models.
 
 Layout of a model folder (written by ``python -m specdec.train``):
-  target/     LlamaForCausalLM (config.json, model.safetensors, generation_config.json)
-  draft/      LlamaForCausalLM, same vocabulary and special tokens as the target
-  tokenizer/  the shared byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json)
+  target/     LlamaForCausalLM (config.json, model.safetensors, generation_config.json) and the
+              byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json): a complete checkpoint,
+              so ``AutoTokenizer.from_pretrained`` and ``pipeline("text-generation", model=...)`` load it alone
+  draft/      LlamaForCausalLM, same vocabulary and special tokens as the target, same tokenizer files
   heldout.json  held-out text per domain: {"code": [...], "prose": [...], "json": [...]}
+  medusa/, eagle/  drafters on the target's hidden states (specdec.drafters; ``python -m specdec.train drafters``)
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from .corpus import DOMAINS
 REQUIRED_FILES = (
     "target/config.json",
     "target/model.safetensors",
+    "target/tokenizer.json",
+    "target/tokenizer_config.json",
     "draft/config.json",
     "draft/model.safetensors",
-    "tokenizer/tokenizer.json",
-    "tokenizer/tokenizer_config.json",
+    "draft/tokenizer.json",
+    "draft/tokenizer_config.json",
     "heldout.json",
 )
 
@@ -73,7 +77,7 @@ def load_pair(path: str | Path | None = None, device: str = "cpu"):
 
     path = check_files(path)
     try:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path / "tokenizer", local_files_only=True)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path / "target", local_files_only=True)
         target = _load_model(path / "target", device)
         draft = _load_model(path / "draft", device)
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as err:

@@ -76,8 +76,8 @@ def test_smoke_training_writes_a_loadable_pair(smoke):
 def test_training_reproduces_from_the_seed(smoke, tmp_path):
     out, _ = smoke
     smoke_train(tmp_path / "again")
-    for name in ("target/model.safetensors", "draft/model.safetensors", "tokenizer/tokenizer.json",
-                 "heldout.json"):
+    for name in ("target/model.safetensors", "draft/model.safetensors", "target/tokenizer.json",
+                 "draft/tokenizer.json", "heldout.json"):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
 
 
@@ -188,3 +188,34 @@ def test_copy_rows_repeat_the_window_except_at_the_edits():
         edits = (~copied[half + 2:2 * half + 2]).sum().item()
         assert 1 <= edits <= 3 and not copied[:half + 2].any() and not copied[-1]
         assert second[-1] == row[half - 1] + 1 or second[-1] == 3   # the second copy runs one token further
+
+
+def test_model_folders_are_complete_checkpoints_for_stock_transformers(tmp_path):
+    """AutoTokenizer and pipeline() load each model folder alone, offline, with no specdec code."""
+    code = ("import sys\n"
+            "from transformers import AutoTokenizer, pipeline\n"
+            "for folder in sys.argv[1:]:\n"
+            "    tok = AutoTokenizer.from_pretrained(folder)\n"
+            "    gen = pipeline('text-generation', model=folder)\n"
+            "    out = gen('import os', max_new_tokens=3, do_sample=False)[0]['generated_text']\n"
+            "    print(len(tok), out.startswith('import os'), len(tok(out).input_ids) >= 3)\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([sys.executable, "-c", code, str(default_path() / "target"), str(default_path() / "draft")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["4096 True True"] * 2, done.stdout
+
+
+def test_model_card_names_no_machine_specific_path():
+    import json
+    import re
+
+    absolute = re.compile(r"(^|[\s(`'\"=])(/[\w.+-]+){2,}|[A-Za-z]:\\\\")
+    card = (default_path() / "README.md").read_text(encoding="utf-8")
+    assert not absolute.search(card), absolute.search(card)
+    report = json.loads((default_path() / "training.json").read_text(encoding="utf-8"))
+    report["versions"]["stdlib"] = "/opt/somewhere/lib/python3.11"   # as a fresh run on another machine
+    regenerated = train.model_card(report)
+    assert "/opt/somewhere" not in regenerated and "lib/python3.11" in regenerated
+    assert not absolute.search(regenerated), absolute.search(regenerated)
