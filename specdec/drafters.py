@@ -20,7 +20,7 @@ Proposers (the interface of the notebooks' one decoding loop)::
     propose(tokens (1, L), k, temperature, generator)   -> drafts (k',) long, q (k', V) float32
     advance(tokens (1, L), hidden (m, H) or None)       after a round: the positions verified and kept
 
-``MedusaProposer`` and ``EagleProposer`` need the target's hidden states; ``LMProposer`` (a separate
+``MedusaProposer`` and ``EagleProposer`` need the target's hidden states; ``PlainLMProposer`` (a separate
 causal LM draft, or ``specdec.models.early_exit_draft``) does not, and serves the comparisons here.
 ``greedy_tau`` measures tokens per target forward of a proposer on a prompt without a decoding loop:
 greedy speculative decoding outputs the target's greedy continuation, so each round's accepted length
@@ -407,18 +407,19 @@ class EagleProposer:
         self.hidden = torch.cat([self.hidden, hidden.detach().to(self.hidden.dtype)])
 
 
-class LMProposer:
-    """A causal LM as the draft (the shipped separate draft, or early_exit_draft): its own KV cache, k
-    autoregressive steps per round, the cache cropped to the sequence in advance()."""
+class PlainLMProposer:
+    """A causal LM as the draft (the separate draft, or early_exit_draft), for the model card's τ: k greedy or
+    sampled steps per round, each a full forward over the sequence so far, with **no KV cache**. Slow but
+    simple: it exists to measure acceptance, not speed. (Drafting with a cache that is rolled back every round
+    is notebook 04's graded work, and the notebooks' decoding loop holds that version.)"""
 
     needs_hidden = False
 
     def __init__(self, model):
-        self.model, self.cache = model, None
+        self.model = model
 
     def start(self, tokens, hidden=None):
         _check_tokens(tokens)
-        self.cache = new_cache(self.model)
 
     @torch.no_grad()
     def propose(self, tokens, k, temperature, generator=None):
@@ -428,18 +429,14 @@ class LMProposer:
             return _empty(self.model.config.vocab_size)
         seq, drafts, qs = tokens, [], []
         for _ in range(k):
-            logits = self.model(seq[:, self.cache.get_seq_length():], cache=self.cache, use_cache=True).logits[0, -1]
-            token, q = _draw(logits, temperature, generator)
+            token, q = _draw(self.model(seq).logits[0, -1], temperature, generator)
             drafts.append(token)
             qs.append(q)
             seq = torch.cat([seq, token.view(1, 1)], dim=1)
         return torch.stack(drafts), torch.stack(qs)
 
     def advance(self, tokens, hidden=None):
-        length = _check_tokens(tokens)
-        extra = self.cache.get_seq_length() - (length - 1)
-        if extra > 0:  # keep the cache of the sequence minus its last token (not yet fed)
-            self.cache.crop(-extra)
+        _check_tokens(tokens)
 
 
 # --- measurement -----------------------------------------------------------------------

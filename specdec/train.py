@@ -909,7 +909,7 @@ def _sha256(path: Path) -> str:
 
 
 def main_drafters(argv) -> dict:
-    from .drafters import (EagleDraft, LMProposer, EagleProposer, MedusaHeads, MedusaProposer, load_eagle,
+    from .drafters import (EagleDraft, PlainLMProposer, EagleProposer, MedusaHeads, MedusaProposer, load_eagle,
                            load_medusa, save_drafter, target_fingerprint, trainable_params)
     from .models import early_exit_draft, load_heldout
 
@@ -982,10 +982,10 @@ def main_drafters(argv) -> dict:
     if "eagle" in report["drafters"]:
         eagle = load_eagle(target, out / "eagle")
         proposers["eagle"], alpha_kwargs["eagle"] = (lambda: EagleProposer(eagle)), {"eagle": eagle}
-    proposers["draft"], alpha_kwargs["draft"] = (lambda: LMProposer(draft)), {"draft": draft}
+    proposers["draft"], alpha_kwargs["draft"] = (lambda: PlainLMProposer(draft)), {"draft": draft}
     for n in range(1, target.config.num_hidden_layers - 1):
         early = early_exit_draft(target, n)
-        proposers[f"early_exit_{n}"] = (lambda m=early: LMProposer(m))
+        proposers[f"early_exit_{n}"] = (lambda m=early: PlainLMProposer(m))
         alpha_kwargs[f"early_exit_{n}"] = {"draft": early}
     clock = Clock()
     report["eval"] = measure_drafters(target, proposers, alpha_kwargs, tokenizer, load_heldout(args.target_from), args)

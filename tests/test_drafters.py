@@ -8,7 +8,7 @@ import torch
 
 from specdec import train
 from specdec.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.drafters import (EagleProposer, LMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
+from specdec.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
                               load_medusa, trainable_params)
 from specdec.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
 
@@ -94,7 +94,7 @@ def test_greedy_with_each_proposer_equals_target_greedy_fp32(pair, prompts, kind
     target, draft, _ = pair
     make = {"medusa": lambda: MedusaProposer(load_medusa(target)),
             "eagle": lambda: EagleProposer(load_eagle(target)),
-            "draft": lambda: LMProposer(draft)}[kind]
+            "draft": lambda: PlainLMProposer(draft)}[kind]
     total_rounds = 0
     for domain, prompt in prompts.items():
         expected = greedy_generate(target, prompt, NEW_TOKENS)

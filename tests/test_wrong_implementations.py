@@ -31,7 +31,8 @@ from nbhelpers import solution_path
 
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
-             "07": "07_batch_crossover", "08": "08_break_even_acceptance"}
+             "07": "07_batch_crossover", "08": "08_break_even_acceptance",
+             "09": "09_speculation_that_pays"}
 # notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
 RUN_EVERY_CELL = {"07", "08"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
@@ -505,6 +506,83 @@ def break_even_alpha(k, cost_ratio):
     while e(a) < cost_ratio and a < 1.0:       # the answer must pay: nudge up to the first alpha that does
         a = min(1.0, a + 1e-12)
     return float(a)
+'''),
+]
+
+
+WRONG += [
+    Case("09", "tree_mask", "positions by node index, not by depth",
+         P("09", "tree_mask", ("return mask, torch.tensor(depth, dtype=torch.long) + prefix_len - 1",
+                               "return mask, torch.arange(N, dtype=torch.long) + prefix_len")), first="test_tree_mask"),
+    Case("09", "tree_mask", "a node sees its parent but not the rest of its ancestors",
+         P("09", "tree_mask", ("mask[i, prefix_len:] |= mask[parent, prefix_len:]", "mask[i, prefix_len + parent] = True")),
+         first="test_tree_mask"),
+    Case("09", "tree_mask", "the plain causal mask (every earlier node visible)",
+         P("09", "tree_mask", ("mask[i, prefix_len + i] = True", "mask[i, prefix_len:prefix_len + i + 1] = True")),
+         first="test_tree_mask"),
+    Case("09", "tree_mask", "positions from the root's own position (off by one)",
+         P("09", "tree_mask", ("+ prefix_len - 1", "+ prefix_len")), first="test_tree_mask"),
+    Case("09", "tree_mask", "a parent after its child accepted",
+         P("09", "tree_mask", ("if not -1 <= parent < i:", "if not -1 <= parent < N:"),
+           ("depth.append(1 if parent < 0 else depth[parent] + 1)", "depth.append(1 if parent < 0 or parent >= i else depth[parent] + 1)")),
+         first="test_tree_mask_bad_input"),
+    Case("09", "verify_tree_greedy", "children matched against the target's choice after the root at every level",
+         P("09", "verify_tree_greedy", ("want = target_next[node + 1]", "want = target_next[0] if not path else target_next[path[-1]]")),
+         first="test_verify_tree_greedy"),
+    Case("09", "verify_tree_greedy", "the last matching child instead of the first",
+         P("09", "verify_tree_greedy", ("child = next((i for i in range(N) if parents[i] == node and tokens[i] == want), None)",
+                                        "child = next((i for i in reversed(range(N)) if parents[i] == node and tokens[i] == want), None)")),
+         first="test_verify_tree_greedy"),
+    Case("09", "verify_tree_greedy", "no bonus: the target's choice after the root whatever was accepted",
+         P("09", "verify_tree_greedy", ("return path, want", "return path, target_next[0]")), first="test_verify_tree_greedy"),
+    Case("09", "verify_tree_greedy", "any node with the right token at the right depth, not only children",
+         P("09", "verify_tree_greedy", ("if parents[i] == node and tokens[i] == want", "if tokens[i] == want and i not in path and i > node")),
+         first="test_verify_tree_greedy"),
+    Case("09", "verify_tree_greedy", "target_next of any length accepted",
+         P("09", "verify_tree_greedy", ("if len(target_next) != N + 1:", "if len(target_next) < N + 1 and False:")),
+         first="test_verify_tree_greedy_bad_input"),
+]
+
+CORRECT += [
+    Case("09", "tree_mask", "ancestors walked up one by one, positions from a depth loop", '''
+def tree_mask(parents, prefix_len):
+    if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 1:
+        raise ValueError(f"prefix_len must be an int >= 1, got {prefix_len!r}")
+    par = list(map(int, parents))
+    for i, a in enumerate(par):
+        if a < -1 or a >= i:
+            raise ValueError(f"parents: node {i} has parent {a}")
+    n = len(par)
+    mask = torch.zeros((n, prefix_len + n), dtype=torch.bool)
+    pos = torch.empty(n, dtype=torch.long)
+    for i in range(n):
+        mask[i, :prefix_len] = True
+        j, depth = i, 0
+        while j != -1:
+            mask[i, prefix_len + j] = True
+            j, depth = par[j], depth + 1
+        pos[i] = prefix_len - 1 + depth
+    return mask, pos
+'''),
+    Case("09", "verify_tree_greedy", "children listed once, walked with a dict", '''
+def verify_tree_greedy(parents, tokens, target_next):
+    parents, tokens, target_next = (list(map(int, x)) for x in (parents, tokens, target_next))
+    if any(not -1 <= a < i for i, a in enumerate(parents)):
+        raise ValueError("parents: every parent must come before its child")
+    if len(tokens) != len(parents):
+        raise ValueError("tokens: one per node")
+    if len(target_next) != len(parents) + 1:
+        raise ValueError("target_next: one per node plus the root")
+    children = {}
+    for i, a in enumerate(parents):
+        children.setdefault(a, []).append(i)
+    path, node = [], -1
+    while True:
+        match = [c for c in children.get(node, []) if tokens[c] == target_next[node + 1]]
+        if not match:
+            return path, int(target_next[node + 1])
+        node = match[0]
+        path.append(node)
 '''),
 ]
 
