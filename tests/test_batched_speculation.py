@@ -44,6 +44,15 @@ def ns():
     return solution_namespace(NAME)
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models on one thread (on a shared 2-core machine two threads of tiny operators wait on each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("source_nb,names", RESTATED_FROM.items())
 def test_restated_functions_are_the_earlier_solutions_verbatim(source_nb, names):
     given = {}
