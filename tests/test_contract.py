@@ -73,6 +73,15 @@ BAD_INPUT = [
     ("08", "best_k_for_batch", (1, 0, 0.8, SPEC_8B, SPEC_1B, H100), {"k_max": 0}, "k_max"),
     ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {"x": 0.5}, {(256, 4096): 1.0}), {}, r"\bstates\b"),
     ("08", "deployment_plan", (H100, SPEC_8B, SPEC_1B, {}, {(1, 0): 1.0}), {}, r"\balphas\b"),
+    ("10", "batched_accept", (torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long)), {}, r"\btarget_argmax\b"),
+    ("10", "batched_accept", (torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 2)), {}, r"\bdrafts\b"),
+    ("10", "rollback", (torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 4]), torch.tensor([1, 3]), 2), {}, r"\bn_accepted\b"),
+    ("10", "rollback", (torch.ones(2, 2, dtype=torch.long), torch.tensor([2, 2]), torch.tensor([1, 1]), 2), {}, r"\bmask\b"),
+    ("10", "rollback", (torch.ones(2, 4, dtype=torch.long), torch.tensor([4]), torch.tensor([1, 1]), 2), {}, r"\blengths\b"),
+    ("10", "serving_metrics", ({"arrival": [0.0], "first_token": [1.0], "finish": [2.0], "output_tokens": [1]},), {}, r"\btrace\b"),
+    ("10", "serving_metrics", ({"arrival": [0.0], "first_token": [1.0], "finish": [2.0], "output_tokens": [3]},), {"tpot_slo": 0}, r"\btpot_slo\b"),
+    ("10", "gate_k", ([], 0.8, SPEC_8B, SPEC_1B, H100), {}, r"\bcontexts\b"),
+    ("10", "gate_k", ([100, 200], 0.8, SPEC_8B, SPEC_1B, H100), {"k_max": 0}, r"\bk_max\b"),
 ]
 
 

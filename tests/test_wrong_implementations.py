@@ -32,7 +32,7 @@ from nbhelpers import solution_path
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
              "07": "07_batch_crossover", "08": "08_break_even_acceptance",
-             "09": "09_speculation_that_pays"}
+             "09": "09_speculation_that_pays", "10": "10_batches_and_servers"}
 # notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
 RUN_EVERY_CELL = {"07", "08"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
@@ -326,6 +326,39 @@ def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
          first="test_max_concurrent_sequences"),
     Case("06", "max_concurrent_sequences", "a negative count when the weights do not fit",
          P("06", "max_concurrent_sequences", ("    if free <= 0:\n        return 0\n", "")), first="test_max_concurrent_sequences"),
+    # 10: batched accept, rollback, serving metrics, the gate
+    Case("10", "batched_accept", "counts every matching draft, not the leading ones",
+         P("10", "batched_accept", ("n_accepted = agree.cumprod(dim=1).sum(dim=1)", "n_accepted = agree.sum(dim=1)")), first="test_batched_accept"),
+    Case("10", "batched_accept", "next token is always the bonus (last) position",
+         P("10", "batched_accept", (".gather(1, n_accepted.view(-1, 1)).view(-1)", "[:, -1].clone()")), first="test_batched_accept"),
+    Case("10", "batched_accept", "no check that target_argmax has k + 1 columns",
+         P("10", "batched_accept", ("or tuple(target_argmax.shape) != (B, k + 1)):", "or target_argmax.shape[0] != B):")),
+         first="test_batched_accept_bad_input"),
+    Case("10", "rollback", "off by one: also rejects the token fed first (keeps n, not n + 1 slots)",
+         P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot < n_accepted.view(-1, 1))")), first="test_rollback"),
+    Case("10", "rollback", "changes the caller's mask in place",
+         P("10", "rollback", ("new_mask = mask.clone()", "new_mask = mask")), first="test_rollback"),
+    Case("10", "rollback", "truncates every row to the smallest acceptance",
+         P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot <= n_accepted.min())")), first="test_rollback"),
+    Case("10", "rollback", "lengths left unchanged",
+         P("10", "rollback", ("return new_mask, lengths - (k - n_accepted)", "return new_mask, lengths.clone()")), first="test_rollback"),
+    Case("10", "serving_metrics", "TPOT over all output tokens (not output tokens - 1)",
+         P("10", "serving_metrics", ("tpot = (finish - first) / (out - 1)", "tpot = (finish - first) / out")), first="test_serving_metrics"),
+    Case("10", "serving_metrics", "nearest-rank percentiles instead of numpy's linear default",
+         P("10", "serving_metrics", ('"ttft_p99": float(np.percentile(ttft, 99))', '"ttft_p99": float(np.percentile(ttft, 99, method="nearest"))')),
+         first="test_serving_metrics"),
+    Case("10", "serving_metrics", "a request exactly at a bound misses it (< instead of <=)",
+         P("10", "serving_metrics", ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft < ttft_slo) & (tpot < tpot_slo)")),
+         first="test_serving_metrics"),
+    Case("10", "serving_metrics", "goodput meeting either bound, not both",
+         P("10", "serving_metrics", ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft <= ttft_slo) | (tpot <= tpot_slo)")),
+         first="test_serving_metrics"),
+    Case("10", "serving_metrics", "span up to the last finish from time 0 (not from the first arrival)",
+         P("10", "serving_metrics", ("span = finish.max() - arrival.min()", "span = finish.max()")), first="test_serving_metrics"),
+    Case("10", "gate_k", "the longest context instead of the mean",
+         P("10", "gate_k", ("float(lengths.mean())", "float(lengths.max())")), first="test_gate_k"),
+    Case("10", "gate_k", "no memory check (a state that does not fit raises instead of 0)",
+         P("10", "gate_k", ("    if not fits_in_memory(target, draft, gpu, batch, context):\n        return 0\n", "")), first="test_gate_k"),
 ]
 
 # ------------------------------------------------------------------------------ correct, written differently
