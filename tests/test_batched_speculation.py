@@ -18,6 +18,7 @@ import torch
 
 from nbhelpers import solution_namespace, solution_path
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 NAME = "10_batches_and_servers"
 RESTATED_FROM = {"07_batch_crossover": ("step_seconds", "spec_speedup", "break_even_batch"),
                  "08_break_even_acceptance": ("should_speculate", "best_k_for_batch")}
@@ -44,13 +45,6 @@ def ns():
     return solution_namespace(NAME)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on one thread (on a shared 2-core machine two threads of tiny operators wait on each other)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("source_nb,names", RESTATED_FROM.items())

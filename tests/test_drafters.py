@@ -12,15 +12,10 @@ from specdec.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, gr
                               load_medusa, trainable_params)
 from specdec.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 NEW_TOKENS = 24
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from specdec.decoding import count_params
 from specdec.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = default_path().parent.parent
 
 # greedy α (teacher-forced argmax agreement) on the texts of heldout.json, measured on the
@@ -22,14 +23,6 @@ REPO = default_path().parent.parent
 ALPHA_FLOOR = {"code": 0.57, "prose": 0.6, "json": 0.85}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """tiny models: one thread is about as fast, and does not stall when other work shares the
-    cores (two threads waiting on each other made single forwards up to 30x slower under load)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
