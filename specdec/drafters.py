@@ -70,7 +70,26 @@ def _target_dtype(target) -> torch.dtype:
     return target.lm_head.weight.dtype
 
 
-class MedusaHeads(nn.Module):
+class _ReadsThroughTarget(nn.Module):
+    """A drafter that reads out through a target's LM head (and, for some, its embeddings): bound, not owned.
+    Subclasses name themselves (`_what`) and their loader (`_loader`) for the error when nothing is bound."""
+
+    _what, _loader = "drafter", "bind(target)"
+
+    def _bind(self, target, **modules):
+        """check `target`'s sizes, hold `modules` (shared, not copied), take the target's dtype."""
+        _check_target(target, self.hidden_size, self.vocab_size, self._what)
+        self._bound = _Bound(**modules)
+        return self.to(_target_dtype(target))
+
+    @property
+    def lm_head(self):
+        if self._bound.lm_head is None:
+            raise RuntimeError(f"no target is bound to the {self._what}: call bind(target) or {self._loader}")
+        return self._bound.lm_head
+
+
+class MedusaHeads(_ReadsThroughTarget):
     """n_heads residual blocks on the target's last hidden state, read out by the target's LM head.
 
     forward(h (..., H)) -> logits (..., n_heads, V); head i (index i-1) predicts token t+1+i from h_t.
@@ -85,17 +104,11 @@ class MedusaHeads(nn.Module):
             nn.init.zeros_(block.bias)
         self._bound = _Bound(lm_head=None)
 
+    _what, _loader = "Medusa heads", "load_medusa(target)"
+
     def bind(self, target) -> "MedusaHeads":
         """use `target`'s LM head (shared, not copied) and its dtype."""
-        _check_target(target, self.hidden_size, self.vocab_size, "Medusa heads")
-        self._bound = _Bound(lm_head=target.lm_head)
-        return self.to(_target_dtype(target))
-
-    @property
-    def lm_head(self):
-        if self._bound.lm_head is None:
-            raise RuntimeError("the heads are bound to no target: call bind(target) or load_medusa(target)")
-        return self._bound.lm_head
+        return self._bind(target, lm_head=target.lm_head)
 
     def features(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., n_heads, H): h + SiLU(W_i h + b_i) per head."""
@@ -128,7 +141,7 @@ def eagle_layer_config(hidden_size: int, num_attention_heads: int, intermediate_
                        bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 
-class EagleDraft(nn.Module):
+class EagleDraft(_ReadsThroughTarget):
     """fc([h_j ; e(x_{j+1})]) -> one Llama decoder layer + norm -> ĥ_{j+1}; logits = target.lm_head(ĥ).
 
     forward(h (B, T, H), next_ids (B, T), cache=None) -> ĥ (B, T, H): position j of the input pairs the
@@ -148,17 +161,11 @@ class EagleDraft(nn.Module):
         self.layer.embed_tokens = None  # fed with fc's output; the token embedding is the target's
         self._bound = _Bound(lm_head=None, embed=None)
 
+    _what, _loader = "EAGLE draft", "load_eagle(target)"
+
     def bind(self, target) -> "EagleDraft":
         """use `target`'s LM head and token embeddings (shared, not copied) and its dtype."""
-        _check_target(target, self.hidden_size, self.vocab_size, "EAGLE draft")
-        self._bound = _Bound(lm_head=target.lm_head, embed=target.get_input_embeddings())
-        return self.to(_target_dtype(target))
-
-    @property
-    def lm_head(self):
-        if self._bound.lm_head is None:
-            raise RuntimeError("the EAGLE draft is bound to no target: call bind(target) or load_eagle(target)")
-        return self._bound.lm_head
+        return self._bind(target, lm_head=target.lm_head, embed=target.get_input_embeddings())
 
     @property
     def embed(self):

@@ -142,14 +142,14 @@ def padded_target(target, intermediate_size: int, dtype=None):
     with torch.no_grad():
         for buf_name, buf in target.named_buffers():         # rotary inverse frequencies
             model.get_buffer(buf_name).copy_(buf)
-        for name, param in model.named_parameters():
-            param.zero_()
         state = target.state_dict()
         for name, param in model.state_dict().items():
             src = state[name]
             if name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+                param[old:].zero_()
                 param[:old].copy_(src)
             elif name.endswith("mlp.down_proj.weight"):
+                param[:, old:].zero_()
                 param[:, :old].copy_(src)
             else:
                 param.copy_(src)

@@ -69,5 +69,11 @@ def solution_namespace(name):
     return namespace
 
 
+def without_solution_markers(source):
+    """A solution cell's source with its `### BEGIN SOLUTION` / `### END SOLUTION` lines dropped."""
+    return "\n".join(line for line in source.splitlines()
+                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+
+
 def read(path):
     return nbformat.read(str(Path(path)), as_version=4)

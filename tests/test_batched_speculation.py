@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from nbhelpers import solution_namespace, solution_path
+from nbhelpers import solution_namespace, solution_path, without_solution_markers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NAME = "10_batches_and_servers"
@@ -35,8 +35,7 @@ def _grade_id(cell):
 
 def _functions(source):
     """{name: ast dump} of the top-level functions of a cell, solution markers dropped."""
-    kept = "\n".join(line for line in source.splitlines()
-                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    kept = without_solution_markers(source)
     return {node.name: ast.dump(node) for node in ast.parse(kept).body if isinstance(node, ast.FunctionDef)}
 
 

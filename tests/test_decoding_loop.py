@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import torch
 
-from nbhelpers import learner_path, solution_path
+from nbhelpers import learner_path, solution_path, without_solution_markers
 
 USERS = ("05_acceptance_in_practice", "09_speculation_that_pays")
 
@@ -24,8 +24,7 @@ def _cell(path, grade_id):
 
 
 def _solution_body(path, grade_id):
-    return "\n".join(line for line in _cell(path, grade_id).splitlines()
-                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return without_solution_markers(_cell(path, grade_id))
 
 
 def test_the_loop_cell_is_the_same_text_everywhere():
