@@ -55,3 +55,23 @@ def test_solutions_are_committed_without_outputs(name):
     nb = read(solution_path(name))
     dirty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not dirty, f"{name}: cells {dirty} carry outputs; clear them before committing"
+
+
+# notebooks 09 and 10 choose their kernel path by measurement: run them again with the CPU capped to AVX2 (what
+# most laptops have), in quick mode, where bf16 verification is not cheap and another path has to be chosen
+CAPPED = ("09_speculation_that_pays", "10_batches_and_servers")
+
+
+@pytest.mark.parametrize("name", CAPPED)
+def test_solution_executes_under_the_avx2_cap(name, monkeypatch):
+    from specdec.kernels import AVX2_CAP
+
+    for key, value in {**AVX2_CAP, "SPECDEC_QUICK": "1"}.items():
+        monkeypatch.setenv(key, value)
+    results, executed, seconds = validate(solution_path(name))
+    assert results == {}, f"{name} under the AVX2 cap: nbgrader Validator reports {results}"
+    assert error_outputs(executed) == [], f"{name} under the AVX2 cap: cells raised errors"
+    printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert "AVX2 kernels" in printed or "DEFAULT kernels" in printed, f"{name}: the cap did not reach the kernel"
+    assert seconds < NOTEBOOK_SECONDS, f"{name} under the AVX2 cap took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s"
+    print(f"{name}: solution validated under the AVX2 cap in {seconds:.1f} s")

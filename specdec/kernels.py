@@ -1,0 +1,203 @@
+"""Kernel paths: the ways this torch build can run the padded target on this CPU, measured, and the one chosen.
+
+Whether speculation pays on a CPU depends less on the model than on the matrix kernels: a verify of k + 1 tokens
+costs about one decode step only if the kernel reads each weight once for all k + 1 rows. Which kernels do that
+depends on the instruction set (``torch.backends.cpu.get_cpu_capability()``): bf16 kernels with AVX-512 BF16 or
+AMX do; on a CPU with only AVX2 they convert and re-read, and a 5-token verify costs several steps. So the course
+measures every path this build offers and chooses by the predicted speedup, never by the CPU's name.
+
+A path is a way to run the model's weights:
+  ``bf16``          parameters in bfloat16 (oneDNN / MKL kernels)
+  ``fp32``          parameters in float32
+  ``int8-<engine>`` the decoder layers' Linear modules quantised to int8 with dynamic activation quantisation
+                    (``torch.ao.quantization.quantize_dynamic``), run by one quantised engine of this build:
+                    ``fbgemm`` and ``onednn`` on x86, ``qnnpack`` on ARM. The LM head and embeddings stay fp32
+                    (the drafters of notebook 09 share them). An int8 model is a different target: its logits
+                    differ from the fp32 model's, so its speculative output is compared with its own greedy output.
+
+``torch.ao.quantization.quantize_dynamic`` is deprecated in torch 2.13 in favour of torchao's ``quantize_``. Measured
+on a 16384 × 4096 matrix (2 threads): torchao 0.18's eager ``Int8DynamicActivationInt8WeightConfig`` took 4.9 ms
+(AVX-512) and 10.7 ms (AVX2 cap) for one row where fbgemm took 2.2 and 1.4 ms; its weight-only config 57-75 ms.
+So the deprecated API is what works here, pinned by the pinned torch; ``path_names`` says so if it ever disappears.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import platform
+import warnings
+
+import torch
+
+from .decoding import forward_step
+from .timing import interleaved_medians
+
+# environment variables that cap an AVX-512 machine to AVX2 behaviour (read when torch loads: set them before)
+AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def cpu_capability() -> str:
+    """torch's name for the vector instruction set its CPU kernels use here: 'AVX512', 'AVX2', 'DEFAULT', ..."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def int8_engines() -> list[str]:
+    """the quantised engines worth measuring on this machine: fbgemm and onednn on x86, qnnpack on ARM.
+
+    ('x86' is a dispatcher between fbgemm and onednn, so it is not a path of its own; qnnpack runs on x86 too but
+    is ARM's engine: one 16384 x 4096 row took 19 ms there against fbgemm's 1.4-2.2 ms.)
+    """
+    if not hasattr(torch.ao.quantization, "quantize_dynamic"):
+        return []
+    supported = set(torch.backends.quantized.supported_engines)
+    arm = platform.machine().lower() in ("arm64", "aarch64")
+    wanted = ("qnnpack",) if arm else ("fbgemm", "onednn")
+    return [e for e in wanted if e in supported]
+
+
+def path_names() -> list[str]:
+    """every path this torch build offers on this machine."""
+    return ["bf16", "fp32"] + [f"int8-{e}" for e in int8_engines()]
+
+
+@contextlib.contextmanager
+def _engine(name):
+    previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = previous
+
+
+def _check_path(path):
+    if path not in path_names():
+        raise ValueError(f"path must be one of {path_names()} on this machine, got {path!r}")
+
+
+def convert(model, path: str, inplace: bool = False):
+    """`model` (fp32, a LlamaForCausalLM) running on `path`: a copy, unless `inplace`.
+
+    An int8 model is packed for its engine when it is quantised, and the packed weights choose the kernel
+    whatever ``torch.backends.quantized.engine`` says later (measured: a onednn-packed layer runs at onednn's
+    speed with the global engine set to fbgemm), so models of different engines can run side by side.
+    """
+    from .models import with_dtype
+
+    _check_path(path)
+    model = model if inplace else copy.deepcopy(model)
+    if path == "fp32":
+        return model.float()
+    if path == "bf16":
+        return with_dtype(model, torch.bfloat16)
+    with _engine(path.split("-", 1)[1]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")              # torch.ao's deprecation notice (see the module text)
+        model.model.layers = torch.ao.quantization.quantize_dynamic(model.model.layers, {torch.nn.Linear},
+                                                                    dtype=torch.qint8)
+    return model
+
+
+def weight_megabytes(model) -> float:
+    """MB of weights a forward reads: parameters plus packed int8 weights (1 byte each, plus scales)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    for module in model.modules():
+        if hasattr(module, "_packed_params") and callable(getattr(module, "weight", None)):
+            w = module.weight()
+            total += w.numel() * w.element_size()
+    return total / 1e6
+
+
+def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64, repeats=5, warmup=1,
+                  max_step=None, padded=None, progress=None):
+    """Time every path and padded width: a decode step and a (k+1)-token verify of the padded target, and a draft step.
+
+    target, draft: the fp32 pair. widths: MLP widths to pad the target to (``padded_target``). For each path
+    the draft is timed on that path too, and the fastest draft serves every row (a draft's numerics do not
+    change what the target accepts as exact). Returns (rows, draft_steps): rows is a list of dicts
+    {path, width, mb, step (seconds), v {k: verify ÷ step}, c (fastest draft step ÷ step), draft_path};
+    draft_steps is {path: seconds}. Times are interleaved medians within a row; rows are timed one after the
+    other (each padded model is built, timed and freed: the widest fp32 one is a gigabyte).
+    max_step: seconds; a path's wider widths are skipped once one of its rows steps slower than this (a step
+    grows with the bytes), so no time goes into models too slow to use.
+    """
+    from .models import padded_target
+
+    paths = list(paths) if paths is not None else path_names()
+    for p in paths:
+        _check_path(p)
+    if not widths or any(not isinstance(w, int) for w in widths):
+        raise ValueError(f"widths must be a list of ints, got {widths!r}")
+    ks = sorted(set(ks))
+    padded = padded or padded_target
+    drafts = {p: convert(draft, p) for p in paths}
+    draft_steps = {}
+    for p in paths:
+        draft_steps[p] = interleaved_medians({"d": forward_step(drafts[p], 1, context)}, repeats=repeats + 2,
+                                             warmup=warmup + 1)["d"]
+    draft_path = min(draft_steps, key=draft_steps.get)
+    grid = [(p, w) for p in paths for w in sorted(widths)]
+    if progress is not None:
+        grid = progress(grid)
+    rows, too_slow = [], set()
+    for p, w in grid:
+        if p in too_slow:
+            continue
+        model = convert(padded(target, w), p, inplace=True)
+        timed = interleaved_medians({kk: forward_step(model, kk + 1 if kk else 1, context) for kk in [0] + ks},
+                                    repeats=repeats, warmup=warmup)
+        step = timed[0]
+        rows.append({"path": p, "width": w, "mb": weight_megabytes(model), "step": step,
+                     "v": {kk: timed[kk] / step for kk in ks}, "c": draft_steps[draft_path] / step,
+                     "draft_path": draft_path})
+        del model
+        if max_step is not None and step > max_step:
+            too_slow.add(p)
+    return rows, draft_steps
+
+
+def best_k(alpha, row, predict):
+    """(k, predicted speedup) maximising predict(alpha, k, c, v) for one row of ``measure_paths``.
+
+    `predict` is the speedup model, E(alpha, k) / (k·c + v(k)) in the notebooks (E is notebook 03's answer,
+    so it is passed in, not restated here)."""
+    k = max(row["v"], key=lambda kk: predict(alpha, kk, row["c"], row["v"]))
+    return k, predict(alpha, k, row["c"], row["v"])
+
+
+def choose_path(rows, alphas, predict):
+    """The row with the best predicted speedup: the geometric mean over the domains of `alphas`
+    ({domain: alpha-hat}) of each domain's best-k prediction. Returns (row, {domain: (k, predicted)})."""
+    if not rows:
+        raise ValueError("rows is empty: measure at least one path and width")
+    if not alphas:
+        raise ValueError("alphas is empty: give alpha-hat for at least one domain")
+
+    def score(row):
+        prod = 1.0
+        for a in alphas.values():
+            prod *= best_k(a, row, predict)[1]
+        return prod ** (1 / len(alphas))
+
+    best = max(rows, key=score)
+    return best, {d: best_k(a, best, predict) for d, a in alphas.items()}
+
+
+def format_table(rows, alphas=None, predict=None, chosen=None, note=None):
+    """The table the choice came from, one line per path and width, as text; with `alphas` and `predict`, each
+    domain's best k and its predicted speedup; `note(row)` may add a word at the end of a line."""
+    ks = sorted(rows[0]["v"]) if rows else []
+    head = f"{'path':12s} {'width':>6s} {'MB':>6s} {'step ms':>8s} " + " ".join(f"{'v(' + str(k) + ')':>6s}" for k in ks)
+    head += f" {'c':>6s}" + "".join(f" {d + ' k, x':>11s}" for d in (alphas or {}))
+    lines = [head]
+    for r in rows:
+        line = (f"{r['path']:12s} {r['width']:6d} {r['mb']:6.0f} {r['step'] * 1e3:8.2f} "
+                + " ".join(f"{r['v'][k]:6.2f}" for k in ks) + f" {r['c']:6.3f}")
+        for a in (alphas or {}).values():
+            k, s = best_k(a, r, predict)
+            line += f" {k:4d}, {s:4.2f}x"
+        if chosen is r:
+            line += "  <- chosen"
+        elif note is not None and note(r):
+            line += "  " + note(r)
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""specdec.kernels: the kernel paths of this torch build, converting a model to one, measuring and choosing."""
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from specdec import kernels
+from specdec.decoding import greedy_generate, tiny_llama
+from specdec.models import padded_target
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_llama(vocab_size=128, hidden_size=64, num_hidden_layers=2, seed=3)
+
+
+def rule(alpha, k, c, v):
+    e = (1 - alpha ** (k + 1)) / (1 - alpha)
+    return e / (k * c + v[k])
+
+
+def test_paths_of_this_build():
+    names = kernels.path_names()
+    assert names[:2] == ["bf16", "fp32"]
+    if X86:
+        assert {"int8-fbgemm", "int8-onednn"} <= set(names)
+        assert "int8-qnnpack" not in names
+
+
+@pytest.mark.parametrize("path", kernels.path_names())
+def test_convert_runs_the_path_and_leaves_the_model_alone(tiny, path):
+    before = {k: v.clone() for k, v in tiny.state_dict().items()}
+    model = kernels.convert(tiny, path)
+    assert all(torch.equal(before[k], v) for k, v in tiny.state_dict().items())
+    ids = torch.randint(0, 128, (1, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ref, got = tiny(ids).logits, model(ids).logits.float()
+    assert got.shape == ref.shape
+    if path == "fp32":
+        assert torch.equal(got, ref)
+    else:                                     # a different target: close, not equal
+        assert (got - ref).abs().max() < 0.1 * ref.abs().max()
+    if path.startswith("int8-"):
+        quantised = [m for m in model.model.layers.modules() if type(m).__name__ == "Linear" and hasattr(m, "_packed_params")]
+        assert quantised, "no decoder Linear was quantised"
+        assert not hasattr(model.lm_head, "_packed_params"), "the LM head stays fp32 (the drafters share it)"
+        assert kernels.weight_megabytes(model) < kernels.weight_megabytes(tiny)
+    if path == "bf16":
+        assert model.lm_head.weight.dtype == torch.bfloat16
+
+
+def test_an_int8_target_decodes_like_itself(tiny):
+    """speculation on a quantised target is checked against the quantised target's own greedy output."""
+    model = kernels.convert(tiny, "int8-fbgemm" if X86 else kernels.path_names()[-1])
+    prompt = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    out = greedy_generate(model, prompt, 6)
+    assert out.shape == (1, 14) and torch.equal(out[:, :8], prompt)
+
+
+def test_convert_refuses_an_unknown_path(tiny):
+    with pytest.raises(ValueError, match="path must be one of"):
+        kernels.convert(tiny, "int4")
+
+
+def test_measure_paths_rows_and_the_step_budget(tiny):
+    draft = tiny_llama(vocab_size=128, hidden_size=32, num_hidden_layers=1, seed=4)
+    rows, draft_steps = kernels.measure_paths(tiny, draft, [512, 1024], ks=(1, 2), paths=["fp32", "bf16"],
+                                              context=8, repeats=1, warmup=0)
+    assert [(r["path"], r["width"]) for r in rows] == [("fp32", 512), ("fp32", 1024), ("bf16", 512), ("bf16", 1024)]
+    fastest = min(draft_steps, key=draft_steps.get)
+    for r in rows:
+        assert r["step"] > 0 and set(r["v"]) == {1, 2} and r["draft_path"] == fastest
+        assert r["c"] == pytest.approx(draft_steps[fastest] / r["step"])
+    assert rows[1]["mb"] > rows[0]["mb"]
+    # a step budget below every step: each path keeps only its narrowest width
+    rows, _ = kernels.measure_paths(tiny, draft, [1024, 512], ks=(1,), paths=["fp32", "bf16"], context=8,
+                                    repeats=1, warmup=0, max_step=1e-9)
+    assert [(r["path"], r["width"]) for r in rows] == [("fp32", 512), ("bf16", 512)]
+    with pytest.raises(ValueError, match="widths"):
+        kernels.measure_paths(tiny, draft, [], paths=["fp32"])
+
+
+def test_choose_path_takes_the_best_predicted_speedup():
+    cheap = {"path": "a", "width": 1, "mb": 1.0, "step": 0.01, "v": {2: 1.1, 4: 1.2}, "c": 0.05, "draft_path": "a"}
+    dear = {"path": "b", "width": 1, "mb": 1.0, "step": 0.01, "v": {2: 2.0, 4: 3.0}, "c": 0.05, "draft_path": "a"}
+    best, ks = kernels.choose_path([dear, cheap], {"code": 0.6, "json": 0.9}, rule)
+    assert best is cheap and ks["json"][0] == 4
+    assert ks["code"][1] == pytest.approx(max(rule(0.6, k, 0.05, cheap["v"]) for k in (2, 4)))
+    table = kernels.format_table([dear, cheap], {"code": 0.6}, rule, best)
+    assert table.splitlines()[2].endswith("<- chosen") and "v(4)" in table.splitlines()[0]
+    with pytest.raises(ValueError, match="rows"):
+        kernels.choose_path([], {"code": 0.6}, rule)
+    with pytest.raises(ValueError, match="alphas"):
+        kernels.choose_path([cheap], {}, rule)
+
+
+@pytest.mark.skipif(not X86, reason="the AVX2 cap is an x86 setting")
+def test_the_avx2_cap_reaches_torch():
+    """ATEN_CPU_CAPABILITY caps torch's own kernels; the oneDNN and MKL variables cap theirs (they are read when
+    the libraries load, so a fresh process is needed). On an AVX-512 machine the capped process reports AVX2."""
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    env = {**os.environ, **kernels.AVX2_CAP}
+    capped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert capped.stdout.strip() in ("AVX2", "DEFAULT"), capped.stdout
