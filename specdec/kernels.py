@@ -30,7 +30,7 @@ import warnings
 import torch
 
 from .decoding import forward_step
-from .timing import interleaved_medians
+from .timing import interleaved_medians, median_seconds
 
 # environment variables that cap an AVX-512 machine to AVX2 behaviour (read when torch loads: set them before)
 AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
@@ -132,8 +132,7 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
     drafts = {p: convert(draft, p) for p in paths}
     draft_steps = {}
     for p in paths:
-        draft_steps[p] = interleaved_medians({"d": forward_step(drafts[p], 1, context)}, repeats=repeats + 2,
-                                             warmup=warmup + 1)["d"]
+        draft_steps[p] = median_seconds(forward_step(drafts[p], 1, context), repeats=repeats + 2, warmup=warmup + 1)
     draft_path = min(draft_steps, key=draft_steps.get)
     grid = [(p, w) for p in paths for w in sorted(widths)]
     if progress is not None:
