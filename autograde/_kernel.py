@@ -3,41 +3,56 @@
 This file runs INSIDE the sandbox (it is bind-mounted read-only there and run as a script), so it
 imports nothing from the course.  Usage (written into the kernelspec by autograde.engine):
 
-    python _kernel.py -f CONNECTION_FILE      with env AUTOGRADE_TEST_CELLS=sha256,sha256,...
+    python _kernel.py -f CONNECTION_FILE      with env AUTOGRADE_GUARD_FILE=PATH
 
-A student's cells run exactly as in Jupyter.  A cell whose source hashes to one of the graded test
-cells is not handed to IPython: the guard compiles and executes it itself, so that the verdict does not
-depend on anything the student's code could have replaced in IPython (custom exception handlers,
-``showtraceback``, input/AST transformers, ``run_cell``).  Around each test cell the guard also
+PATH is a JSON file the grader wrote for this kernel alone; the kernel reads it and deletes it before
+any cell runs.  It holds the graded test cells' source (the grader sends each test cell as a one-line
+stub naming it, so the test's text is never in the kernel's request, its history or `In`), the locked
+cells' hashes, the modules the course's cells import, and a key that signs each test's verdict.
+
+A student's cells run exactly as in Jupyter.  A graded test cell is not handed to IPython: the guard
+compiles and executes it itself, so that the verdict does not depend on anything the student's code could
+have replaced in IPython (custom exception handlers, ``showtraceback``, input/AST transformers,
+``run_cell``).  Around each test cell the guard also
 
 - runs the test in a copy of the notebook's namespace, so that what the hidden part defines (its
   reference implementation, its expected values) is invisible to the student's functions, and only
   what the visible part defines is kept afterwards (as in the learner's own notebook);
 - restores the builtins and the ``math``/``random``/``operator``/``re`` modules to the state they had before
   any student code ran, and hides notebook globals that shadow a builtin the test uses (``abs = ...``);
-- clears trace/profile hooks;
+- clears trace/profile hooks (``sys`` and ``threading``);
 - after the cell, fails the test if any of that was changed while it ran (a student function that
   patches ``abs`` when called);
 - keeps what the course's *locked* cells (the setup cell, given cells restating earlier answers) bound
   trustworthy: after each locked cell it records the objects that cell bound in the notebook, the
-  attributes of the course's own modules (``specdec``) and of their classes, and a copy of plain data
-  (dicts, lists, dataclasses) the cell bound.  Before and after each test cell every one of them is
-  compared with the record (objects by identity: a student cell that re-imports ``numpy as np`` binds the
-  same object and is fine) and restored; a difference fails that test with ``GraderIntegrityError``
-  naming what was rebound.  A student who rebinds ``greedy_generate`` or ``ForwardCounter`` in an answer
-  cell cannot make a test compare against, or count with, their own version.
+  attributes of the course's own modules (``specdec``) and of their classes, the code, defaults and
+  closure of every function among them, a copy of plain data (dicts, lists, dataclasses) the cell bound, and
+  which module object each name of ``sys.modules`` maps to.  Before and after each test cell every one of
+  them is compared with the record (objects by identity: a student cell that re-imports ``numpy as np``
+  binds the same object and is fine) and restored; a difference fails that test with
+  ``GraderIntegrityError`` naming what was rebound;
+- verifies its own functions and their code before it signs a verdict: a test passes only when the guard
+  ran it to its end and sends the grader a verdict signed with the kernel's key (an unsigned pass is a
+  failure, so replacing the kernel's handlers or this runner passes nothing).
 
-The verdict is sent as a normal Jupyter ``error`` message whose traceback names the test-cell line
-("autograde: test cell line N"), which the feedback uses without showing any hidden source.
+An audit hook (PEP 578, installed before any student code and impossible to remove from Python) watches
+what tampering needs and answers never do.  Code from a student's cell that walks the interpreter's
+objects (``gc``), installs trace or profile hooks or another audit hook, swaps a function's code or
+defaults, or uses ``ctypes`` is refused (``PermissionError``) and recorded as tampering; reading frames
+(``sys._getframe``, ``inspect.stack``, a traceback's or generator's frame), ``exec``/``compile`` of its own
+strings, are recorded for review, and frame access is refused while a test runs.  The kernel sends the
+records to the grader after every cell (autograde.engine, status ``tampered`` or ``flagged``).
 
-What it cannot do: student code runs in this same process, so code written to target this guard
-(frame introspection, replacing the kernel's message handlers) can still forge a pass.  The grading
-tool flags such code statically (autograde.scan); see the README.
+What it cannot do: student code runs in this same process, so code written against this guard can still
+reach objects the hook does not see; the grading tool also flags such code statically (autograde.scan).
+docs/grading.md has the threat model.
 """
 import builtins
 import copy
 import dataclasses
 import hashlib
+import hmac
+import json
 import math
 import operator
 import os
@@ -45,13 +60,11 @@ import random
 import re
 import symtable
 import sys
+import sysconfig
 import threading
+import types
 
-_TEST_CELLS = frozenset(h for h in os.environ.pop("AUTOGRADE_TEST_CELLS", "").split(",") if h)
-# sha256 -> grade id of the locked cells that are not tests (setup, given answers)
-_LOCKED_CELLS = dict(item.split(":", 1) for item in os.environ.pop("AUTOGRADE_LOCKED_CELLS", "").split(",")
-                     if ":" in item)
-_COURSE_PACKAGES = tuple(p for p in os.environ.pop("AUTOGRADE_COURSE_PACKAGES", "specdec").split(",") if p)
+_COURSE_PACKAGES = ("specdec",)     # the course's own package (the grader's guard file may name others)
 _GUARDED_MODULES = (builtins, math, random, operator, re)   # re: the tests' message checks use re.search
 _PRISTINE = {id(m): dict(vars(m)) for m in _GUARDED_MODULES}
 _MISSING = object()
@@ -78,11 +91,16 @@ def _restore_modules():
 
 
 def _clear_hooks():
+    """Remove trace and profile hooks (sys and threading); return the names of those that were set."""
     changed = []
     if _gettrace() is not None:
         changed.append("sys.settrace")
     if _getprofile() is not None:
         changed.append("sys.setprofile")
+    if getattr(threading, "_trace_hook", None) is not None:
+        changed.append("threading.settrace")
+    if getattr(threading, "_profile_hook", None) is not None:
+        changed.append("threading.setprofile")
     _settrace(None)
     _setprofile(None)
     _th_settrace(None)
@@ -127,6 +145,128 @@ def _split(code):
         if line.startswith(HIDDEN_MARK):
             return "".join(lines[:i]), "\n" * i + "".join(lines[i:])
     return code, None
+
+
+# ------------------------------------------------------------------------------------ the audit hook
+_STDLIB = tuple(os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib"))
+_STDLIB_FILE = os.path.realpath(os.__file__)
+
+
+def _is_stdlib(filename):
+    """True for the standard library's own code (not site-packages, not a notebook cell)."""
+    if filename.startswith("<frozen "):
+        return True
+    return filename.startswith(_STDLIB) and "-packages" + os.sep not in filename
+
+
+def _stdlib_file(name):
+    return os.path.join(os.path.dirname(_STDLIB_FILE), name)
+
+
+# events that tampering needs and answers never do: refused and recorded as tampering
+_TAMPER_EVENTS = {
+    "gc.get_objects": "walked the interpreter's objects (gc.get_objects)",
+    "gc.get_referrers": "walked the interpreter's objects (gc.get_referrers)",
+    "gc.get_referents": "walked the interpreter's objects (gc.get_referents)",
+    "sys.settrace": "installed a trace hook (sys.settrace)",
+    "sys.setprofile": "installed a profile hook (sys.setprofile)",
+    "sys._current_frames": "read every thread's frame (sys._current_frames)",
+    "sys._current_exceptions": "read every thread's exception (sys._current_exceptions)",
+    "sys.addaudithook": "installed an audit hook (sys.addaudithook)",
+}
+_FUNCTION_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+# attributes whose read hands out a frame (audited by CPython as object.__getattr__)
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+# standard-library callers whose own frame access is theirs (warnings and logging find their caller's line;
+# the traceback module formats a caught exception, whose frames are the student's own)
+# (collections, typing, enum and dataclasses read their caller's module name to name a class they make)
+_FRAME_CALLERS = {"sys._getframe": frozenset(_stdlib_file(n) for n in (
+                      "warnings.py", os.path.join("logging", "__init__.py"), os.path.join("collections", "__init__.py"),
+                      "typing.py", "enum.py", "dataclasses.py")),
+                  "tb_frame": frozenset({_stdlib_file("traceback.py")})}
+
+
+class Audit:
+    """A PEP 578 audit hook that attributes events to the student's cells and records (or refuses) them.
+
+    student_files: {code file name of a cell the student wrote or changed: its execution count}.  An event is
+    the student's when the first frame above it that is not the standard library's comes from such a cell
+    (so `inspect.stack()` in a student function is the student's, a library's own `warnings.warn` is not).
+    Severity: "tamper" (refused, no answer needs it) or "flag" (recorded for review: honest debugging code
+    such as `inspect.stack()` can do it; frame access is refused while a test runs, when only a cheat needs
+    the caller's frames).
+    """
+
+    def __init__(self):
+        self.student_files = {}
+        self.events = []
+        self.in_test = False
+        self._busy = set()
+        self._get_ident = threading.get_ident
+        self._getframe = sys._getframe
+
+    def _origin(self, frame, callers=frozenset(), walk=True):
+        """Execution count of the student cell whose code caused the event, or None.
+
+        Walks up through the standard library's frames (not through an import: a module's own code at import
+        time is not the importer's, and not through `callers`) to the first other frame."""
+        f = frame
+        while f is not None:
+            name = f.f_code.co_filename
+            count = self.student_files.get(name)
+            if count is not None:
+                return count
+            if not walk or name in callers or not _is_stdlib(name) or name.startswith("<frozen importlib"):
+                return None
+            f = f.f_back
+        return None
+
+    def hook(self, event, args):
+        severity = what = None
+        if event in _TAMPER_EVENTS:
+            severity, what = "tamper", _TAMPER_EVENTS[event]
+        elif event == "object.__setattr__":
+            if _len(args) < 2 or _type(args[0]) is not types.FunctionType or args[1] not in _FUNCTION_ATTRS:
+                return
+            severity, what = "tamper", f"changed a function's {args[1]} ({getattr(args[0], '__qualname__', '?')})"
+        elif event.startswith("ctypes."):
+            severity, what = "tamper", f"used ctypes ({event})"
+        elif event == "sys._getframe":
+            severity, what = "frame", "read a frame (sys._getframe, inspect)"
+        elif event == "object.__getattr__":
+            if _len(args) < 2 or args[1] not in _FRAME_ATTRS:
+                return
+            severity, what = "frame", f"read a frame ({args[1]})"
+        elif event in ("exec", "compile"):
+            severity, what = "exec", f"ran code of its own making ({event})"
+        else:
+            return
+        me = self._get_ident()
+        if me in self._busy:
+            return
+        self._busy.add(me)
+        try:
+            callers = _FRAME_CALLERS.get(args[1] if event == "object.__getattr__" else event, frozenset())
+            frame = self._getframe(1)
+            origin = self._origin(frame, callers, walk=event not in ("exec", "compile"))
+        finally:
+            self._busy.discard(me)
+        if origin is None:
+            return
+        refuse = severity == "tamper" or (severity == "frame" and self.in_test)
+        self.events.append({"severity": "tamper" if severity == "tamper" else "flag", "what": what,
+                            "origin": origin, "during_test": self.in_test, "refused": refuse})
+        if refuse:
+            raise PermissionError(f"autograde: your code {what}; graded notebooks may not do this")
+
+    def note(self, what, origin=None):
+        """Record tampering the guard found by comparison (not through the hook)."""
+        self.events.append({"severity": "tamper", "what": what, "origin": origin, "during_test": self.in_test,
+                            "refused": False})
+
+    def take(self):
+        events, self.events = self.events, []
+        return events
 
 
 # ------------------------------------------------------------------------- what the locked cells bound
@@ -197,6 +337,39 @@ def _restore_data(obj, saved):
     return True
 
 
+def _cells(fn):
+    """The contents of a function's closure cells (a _MISSING for an empty one)."""
+    out = []
+    for cell in fn.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            out.append(_MISSING)
+    return tuple(out)
+
+
+def _internals(fn):
+    return fn.__code__, fn.__defaults__, fn.__kwdefaults__, _cells(fn)
+
+
+def _check_internals(fn, saved, label, changed):
+    """Compare a function's code, defaults and closure with `saved` (by identity); put back what differs."""
+    code, defaults, kwdefaults, cells = saved
+    for attr, value in (("__code__", code), ("__defaults__", defaults), ("__kwdefaults__", kwdefaults)):
+        if getattr(fn, attr) is not value:
+            changed.append(f"{label}.{attr}")
+            try:
+                object.__setattr__(fn, attr, value)
+            except _BaseException:
+                pass
+    now = _cells(fn)
+    if _len(now) == _len(cells) and any(a is not b for a, b in zip(now, cells)):
+        changed.append(f"{label}.__closure__")
+        for cell, value in zip(fn.__closure__, cells):
+            if value is not _MISSING:
+                cell.cell_contents = value
+
+
 class LockedBindings:
     """What the course's locked cells bound, recorded after each of them and checked around each test.
 
@@ -204,12 +377,25 @@ class LockedBindings:
     data:    {name: deep copy} of those objects that are plain data (compared by value, restored in place);
     modules: {module name: (module, copy of its namespace)} for the course's own package;
     classes: [(class, copy of its __dict__)] for the classes defined in those modules;
-    methods: {name: {attribute: callable}} instance attributes that are callables, of bound objects.
+    methods: {name: {attribute: callable}} instance attributes that are callables, of bound objects;
+    functions: [(label, function, (code, defaults, kwdefaults, closure contents))] of the functions among them
+             (bound names, module functions, class methods): a swapped `__code__` or closure cell is a change;
+    sysmodules: {name: module} of sys.modules, recorded before any student code and after each locked cell.
     """
 
     def __init__(self, packages=_COURSE_PACKAGES):
         self.packages = packages
         self.names, self.where, self.data, self.modules, self.classes, self.methods = {}, {}, {}, {}, [], {}
+        self.functions, self.sysmodules = {}, {}
+
+    def record_sys_modules(self):
+        for name, module in list(sys.modules.items()):
+            if name not in self.sysmodules and module is not None:
+                self.sysmodules[name] = module
+
+    def _record_function(self, label, fn):
+        if _type(fn) is types.FunctionType:
+            self.functions[label] = (fn, _internals(fn))
 
     def before_locked_cell(self, namespace):
         return _dict(namespace)
@@ -222,6 +408,7 @@ class LockedBindings:
             if name in bound or before.get(name, _MISSING) is not value:
                 self._record(name, value, label)
         self._record_modules()
+        self.record_sys_modules()
 
     def after_test_cell(self, defined):
         """A test cell is trusted: what its visible part binds is the new reference."""
@@ -231,6 +418,7 @@ class LockedBindings:
 
     def _record(self, name, value, label):
         self.names[name], self.where[name] = value, label
+        self._record_function(name, value)
         self.data.pop(name, None)
         self.methods.pop(name, None)
         if _type(value) not in _PLAIN and _is_data(value):
@@ -250,9 +438,14 @@ class LockedBindings:
             if not any(modname == p or modname.startswith(p + ".") for p in self.packages):
                 continue
             self.modules[modname] = (module, _dict(vars(module)))
-            for value in list(vars(module).values()):
+            for key, value in list(vars(module).items()):
                 if _isinstance(value, type) and getattr(value, "__module__", None) == modname:
                     self.classes.append((value, _dict(value.__dict__)))
+                    for attr, member in list(value.__dict__.items()):
+                        self._record_function(f"{modname}.{value.__qualname__}.{attr}",
+                                              getattr(member, "__func__", member))
+                elif getattr(value, "__module__", None) == modname:
+                    self._record_function(f"{modname}.{key}", value)
 
     def check_and_restore(self, namespace):
         """Restore everything recorded; return a sorted list of what had been changed (empty: nothing)."""
@@ -308,7 +501,35 @@ class LockedBindings:
                         setattr(cls, key, value)
                     except _BaseException:
                         pass
+        for label, (fn, saved) in self.functions.items():
+            _check_internals(fn, saved, label, changed)
+        changed += self.check_and_restore_sys_modules()
         return sorted(set(changed))
+
+    def _is_course_module(self, name):
+        return any(name == p or name.startswith(p + ".") for p in self.packages)
+
+    def check_and_restore_sys_modules(self):
+        """Compare sys.modules with the record; put back what differs; return what a student's code changed.
+
+        A library may replace its own entry with another instance of its own module class (transformers'
+        lazy module does, on first use): same class (not a plain module), same file, same name.  That is taken
+        as the new record; the course's own modules never do it, and a plain module is never replaced."""
+        changed = []
+        for name, module in list(self.sysmodules.items()):
+            now = sys.modules.get(name, _MISSING)
+            if now is module:
+                continue
+            if (now is not _MISSING and not self._is_course_module(name) and _type(now) is _type(module)
+                    and _type(module) is not types.ModuleType and getattr(now, "__name__", None) == name
+                    and getattr(now, "__file__", None) is not None
+                    and getattr(now, "__file__", None) == getattr(module, "__file__", None)):
+                self.sysmodules[name] = now
+                continue
+            if now is not _MISSING or self._is_course_module(name):
+                changed.append(f"sys.modules[{name!r}]")
+            sys.modules[name] = module
+        return changed
 
     def message(self, changed, when):
         where = sorted({self.where.get(c.split(".")[0].split(" ")[0], "") for c in changed} - {""})
@@ -322,7 +543,7 @@ class LockedBindings:
 LOCKED = LockedBindings()
 
 
-def run_test_cell(code, namespace, locked=None):
+def run_test_cell(code, namespace, locked=None, audit=None):
     """Run one graded test cell under the guard; return None if it passed, else (ename, evalue, line).
 
     The test runs in a copy of the notebook's namespace: what it defines (a hidden reference
@@ -332,7 +553,10 @@ def run_test_cell(code, namespace, locked=None):
     """
     locked = LOCKED if locked is None else locked
     _restore_modules()
-    _clear_hooks()
+    hooks = _clear_hooks()
+    if audit is not None:
+        for hook in hooks:
+            audit.note(f"left a {hook} hook installed")
     rebound = locked.check_and_restore(namespace)
     visible, hidden = _split(code)
     try:
@@ -378,33 +602,149 @@ def run_test_cell(code, namespace, locked=None):
     return failure
 
 
+STUB = "# autograde: graded test cell "     # what the grader sends instead of a test's source
+AUDIT_MIME = "application/vnd.autograde.audit+json"
+EVIDENCE_MIME = "application/vnd.autograde.verdict+json"
+
+
+def evidence_tag(key, digest, nonce):
+    """The signature of a passed test: only the kernel's guard and the grader hold `key`."""
+    return hmac.new(key, f"{digest}:{nonce}:passed".encode(), "sha256").hexdigest()
+
+
+def read_guard_file(path):
+    """The grader's instructions for this kernel (see the module docstring); the file is deleted."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _guard_snapshot(namespace):
+    """What the guard's own module holds: {name: object}, and the code of its functions and methods."""
+    names = _dict(namespace)
+    code = {}
+    for name, value in names.items():
+        if _type(value) is types.FunctionType and value.__globals__ is namespace:
+            code[name] = (value, value.__code__)
+        elif _isinstance(value, type) and value.__module__ == namespace.get("__name__"):
+            for attr, member in value.__dict__.items():
+                if _type(member) is types.FunctionType:
+                    code[f"{name}.{attr}"] = (member, member.__code__)
+    return names, code
+
+
+def _verify_guard(namespace, names, code):
+    """Put back any of the guard's own names or function code that changed; return what had changed."""
+    changed = []
+    for name, value in names.items():
+        if namespace.get(name, _MISSING) is not value:
+            changed.append(name)
+            namespace[name] = value
+    for label, (fn, saved) in code.items():
+        if fn.__code__ is not saved:
+            changed.append(f"{label}.__code__")
+            object.__setattr__(fn, "__code__", saved)
+    return changed
+
+
 def main():
     from ipykernel.ipkernel import IPythonKernel
     from ipykernel.kernelapp import IPKernelApp
+
+    # everything the guard keeps lives in this function's closure, not in module globals
+    config = read_guard_file(os.environ.pop("AUTOGRADE_GUARD_FILE", ""))
+    key = bytes.fromhex(config.get("key", "")) or os.urandom(32)
+    tests = _dict(config.get("tests", {}))                # sha256 -> a graded test cell's source
+    locked_cells = _dict(config.get("locked", {}))        # sha256 -> grade id of a locked cell (setup, given)
+    preimport = _list(config.get("preimport", []))
+    locked = LockedBindings(packages=tuple(config.get("packages", _COURSE_PACKAGES)))
+    audit = Audit()
+    if config.get("audit"):               # the grader turns it on (off only to measure what it costs)
+        sys.addaudithook(audit.hook)
+    runner, verify, send_tag = run_test_cell, _verify_guard, evidence_tag
+    own = globals()
+    own_names, own_code = _guard_snapshot(own)
 
     class GuardedKernel(IPythonKernel):
         implementation = "autograde-guarded-ipython"
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
-            self._ag_namespace = self.shell.user_ns
             # IPython adds its own builtins (display, get_ipython, ...) when the shell starts: keep them
             _PRISTINE[id(builtins)] = _dict(vars(builtins))
+            # ipykernel chooses matplotlib's inline backend after this; a module that imports pyplot must see it
+            os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+            for name in preimport:        # the course's imports, before any student code can fake them
+                try:
+                    __import__(name)
+                except BaseException:     # noqa: BLE001  (the locked cell that imports it reports it)
+                    pass
+            locked.record_sys_modules()
+
+        def _ag_report(self):
+            events = audit.take()
+            if events:
+                self.send_response(self.iopub_socket, "display_data",
+                                   {"data": {AUDIT_MIME: json.dumps(events)}, "metadata": {}, "transient": {}})
 
         async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                              allow_stdin=False, **kwargs):
+            try:
+                return await self._ag_execute(code, silent, store_history, user_expressions, allow_stdin,
+                                              **kwargs)
+            finally:
+                self._ag_report()
+
+        async def _ag_execute(self, code, silent, store_history, user_expressions, allow_stdin, **kwargs):
+            namespace = self.shell.user_ns
+            if code.startswith(STUB):
+                return self._ag_test(code[_len(STUB):].split(), namespace)
             digest = _sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
-            if digest in _LOCKED_CELLS:
-                before = LOCKED.before_locked_cell(self._ag_namespace)
+            if digest in locked_cells:
+                for what in locked.check_and_restore_sys_modules():
+                    audit.note(f"replaced {what} before a locked cell imports it")
+                before = locked.before_locked_cell(namespace)
                 try:
                     return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
                                                     **kwargs)
                 finally:
-                    LOCKED.after_locked_cell(code, self._ag_namespace, before, _LOCKED_CELLS[digest])
-            if digest not in _TEST_CELLS:
+                    locked.after_locked_cell(code, namespace, before, locked_cells[digest])
+            try:
+                name = self.shell.compile.get_code_name(code, code, self.shell.execution_count)
+            except BaseException:      # noqa: BLE001
+                name = None
+            if name:
+                audit.student_files[name] = self.execution_count
+            try:
                 return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
                                                 **kwargs)
-            failure = run_test_cell(code, self._ag_namespace)
+            finally:
+                for hook in _clear_hooks():
+                    audit.note(f"installed a {hook} hook", self.execution_count)
+
+        def _ag_test(self, words, namespace):
+            digest, nonce = (words + ["", ""])[:2]
+            source = tests.get(digest)
+            if source is None:
+                failure = ("GraderIntegrityError", "the grader sent a test cell this kernel does not know", 0)
+            else:
+                audit.in_test = True
+                try:
+                    failure = runner(source, namespace, locked, audit)
+                finally:
+                    audit.in_test = False
+                changed = verify(own, own_names, own_code)
+                if changed:
+                    audit.note("changed the grader's own code: " + ", ".join(changed[:8]))
+                    failure = ("GraderIntegrityError", "the grader's own code had been changed while this test ran: "
+                               + ", ".join(changed[:8]), 0)
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -418,6 +758,10 @@ def main():
                            "traceback": [f"autograde: test cell line {line}", f"{ename}: {evalue}"]}
                 self.send_response(self.iopub_socket, "error", content)
                 reply.update(status="error", **content)
+            else:
+                verdict = {"test": digest, "nonce": nonce, "tag": send_tag(key, digest, nonce)}
+                self.send_response(self.iopub_socket, "display_data",
+                                   {"data": {EVIDENCE_MIME: json.dumps(verdict)}, "metadata": {}, "transient": {}})
             return reply
 
     IPKernelApp.launch_instance(kernel_class=GuardedKernel)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
+from autograde.outcomes import audit_verdict
 from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 from autograde.workspace import resolve_notebook
 
@@ -56,7 +57,7 @@ def hint(part, outcome, timeout_s):
                 f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
                 f"ones as they are; the course's version was put back and this test counted as failed.")
     if outcome.ename == "GraderIntegrityError":
-        return "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+        return outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
     if outcome.region == "hidden" and outcome.rule:
         return (f"{fns} breaks a rule that {part.label} states and the hidden tests check on other inputs: "
                 f"{outcome.rule}. Read the part's text and docstring for that rule.")
@@ -145,6 +146,10 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         if findings:
             print(f"warning: the instructor's grader will flag this notebook for review and give it 0 until "
                   f"then, because of {scan.describe(findings)}; answers need none of this", file=out)
+        audited, what = audit_verdict(record)
+        if audited:
+            print(f"warning: the instructor's grader will mark this notebook {audited} and give it 0 until an "
+                  f"instructor reviews it: while it ran, your code {what}; answers need none of this", file=out)
         wall = time.monotonic() - t0
         run_s = record.get("seconds", 0.0)
         print(f"total: {total:g}/{assignment.points:g} points "

@@ -8,9 +8,13 @@ Status of a row (the CSV's `status` column) tells a real zero from everything el
   ok                graded normally; the score is what the tests gave (0 is a real zero)
   timeout           a test in this part, or the notebook as a whole, hit the time limit
   crash             the kernel died (os._exit, segfault, out of memory) before or during this part
-  tampered          the grader's guard caught modified builtins/hooks while a test ran: the test failed
-  flagged           the submission contains code that tampers with the grader (autograde.scan): score 0
-                    for an instructor to review (the autograded score is kept in `autograded_score`)
+  tampered          the grader's guard caught modified builtins/hooks or rebound course objects while a test
+                    ran (that test failed), or its audit hook saw the student's code do what no answer needs
+                    (walk gc, install a trace/profile/audit hook, swap a function's code, ctypes, replace a
+                    module): score 0 for an instructor to review, unless --keep-flagged
+  flagged           the submission contains code that tampers with the grader (autograde.scan), or the audit
+                    hook saw it read frames or run code it compiled: score 0 for an instructor to review
+                    (the autograded score is kept in `autograded_score`; --keep-flagged keeps it as the score)
   corrupt           the file is not a readable notebook (truncated JSON, not UTF-8 ...)
   missing           no notebook in the student's submission
   wrong_assignment  the notebook belongs to another assignment
@@ -33,7 +37,7 @@ import nbformat
 from autograde import REPO, WORK, assignments, cache_dir, engine, grading_sources, pipeline, scan
 from autograde.assignment import (graded_part, identify, load_assignment, read_json_notebook, released_notebook,
                                   source_notebook)
-from autograde.outcomes import summary
+from autograde.outcomes import audit_verdict, summary
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
@@ -307,16 +311,23 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     for e in record.get("events", []):
         if e["kind"] in ("timeout", "output") and (not stop or e["message"] != stop["message"]):
             notes.append(e["message"])
+    review = []
     if sub.findings:
         notes.append("flagged for review: " + scan.describe(sub.findings))
+        review.append("contains code that tampers with the grader (" + scan.describe(sub.findings, limit=3) + ")")
         if not keep_flagged:
             status = "flagged"
-    _set_flag(course, assignment, sub.student, zeroed=(status == "flagged"))
+    audited, what = audit_verdict(record)
+    if audited:
+        notes.append(f"{audited} (the guard's audit hook): {what}")
+        review.append(f"{'tampered with the grader' if audited == 'tampered' else 'did what tampering needs'} "
+                      f"while it ran ({what})")
+        status = audited if audited == "tampered" or status == "ok" else status
+    _set_flag(course, assignment, sub.student, zeroed=not keep_flagged and status in ("flagged", "tampered"))
     grades = pipeline.scores(course, assignment, sub.student)
     rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
-    if status == "flagged":
-        record["review"] = ("This submission contains code that tampers with the grader (" +
-                            scan.describe(sub.findings, limit=3) + "). Its score is 0 until an instructor "
+    if status in ("flagged", "tampered") and review:
+        record["review"] = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
                             "reviews it.")
         course.save_run_record(record)           # the feedback reads it
     ok_fb, fb_log = course.feedback(assignment.name, sub.student)

@@ -7,9 +7,11 @@ replaced by `SandboxedExecute`: the student's kernel runs confined (autograde.sa
 and a whole-notebook time limit and an output cap, and crashes or hangs no longer abort the notebook
 (the cells after the failure are marked "not run", and nbgrader saves the grades it has).
 """
+import ast
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -31,6 +33,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograde import REPO, WORK, put_tools_on_path, sandbox
+from autograde._kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.outcomes import read_run_record, write_run_record
 
@@ -57,6 +60,32 @@ TRACEBACK_LINES = 200                 # and at most this many traceback lines
 ERROR_LINE_CHARS = 200                # a locked cell's error, as the run record keeps it (one line)
 EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
 LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
+AUDIT_EVENTS_KEPT = 50                # of the guard's audit records per notebook (the first ones)
+# modules the course's cells import that the kernel imports before any student code (so that a student's
+# cell cannot put a stand-in in sys.modules first); not the display stack, which the kernel sets up itself
+NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
+
+
+def imported_modules(sources):
+    """Module names the import statements of these cells name (`import a.b` gives a and a.b)."""
+    names = []
+    for source in sources:
+        try:
+            tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                                       for line in source.splitlines()))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found = [node.module]
+            else:
+                continue
+            for name in found:
+                parts = name.split(".")
+                names += [".".join(parts[:i + 1]) for i in range(len(parts))]
+    return [n for n in dict.fromkeys(names) if n.split(".")[0] not in NOT_PREIMPORTED]
 
 
 def _error_output(ename, evalue):
@@ -89,6 +118,7 @@ class SandboxedExecute(Execute):
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
     guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/_kernel.py)").tag(config=True)
+    audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up
     def preprocess(self, nb, resources=None, km=None):
@@ -104,6 +134,10 @@ class SandboxedExecute(Execute):
         self._cell_bytes = {}
         self._truncated = set()
         self._current = -1
+        self._evidence = {}
+        self._count_to_cell = {}
+        self._test_cells = set()
+        self._key = secrets.token_bytes(32)
         self._course_code = set(self.course_cells)
         self._student_ran = False          # has a cell the student wrote or changed run yet?
         self._cwd = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve()
@@ -139,16 +173,25 @@ class SandboxedExecute(Execute):
         (run / "ipc").mkdir()
         (run / "spec" / KERNEL_NAME).mkdir(parents=True)
         self._log_path = run / "kernel.log"
-        tests = sorted({sha256(c.source) for c in nb.cells if is_test_cell(c)}) if self.guard else []
-        # locked cells that are not tests (setup, given answers): the kernel records what they bind
-        locked = sorted({f"{sha256(c.source)}:{nbgrader_meta(c).get('grade_id')}" for c in nb.cells
-                         if is_locked_cell(c)}) if self.guard else []
+        self._test_cells = {i for i, c in enumerate(nb.cells) if is_test_cell(c)}
         python = sys.executable
+        guard_file = run / "ipc" / "guard.json"
+        if self.guard:
+            # the kernel reads this and deletes it before any cell runs (autograde/_kernel.py)
+            course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
+            guard = {"key": self._key.hex(), "audit": self.audit,
+                     "tests": {sha256(c.source): c.source for c in nb.cells if is_test_cell(c)},
+                     "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells
+                                if is_locked_cell(c)},
+                     "packages": ["specdec"], "preimport": imported_modules(course)}
+            fd = os.open(guard_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(guard, fh)
         env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
                "XDG_CACHE_HOME": "/tmp/.cache", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "AUTOGRADE_TEST_CELLS": ",".join(tests), "AUTOGRADE_LOCKED_CELLS": ",".join(locked),
+               "AUTOGRADE_GUARD_FILE": str(guard_file) if self.guard else "",
                # the course's own package from this checkout, however (or wherever) it was installed
                "PYTHONPATH": str(REPO)}
         if self.quick:
@@ -179,9 +222,9 @@ class SandboxedExecute(Execute):
         kernelspec = {"argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
                       "display_name": "autograde (sandboxed Python)", "language": "python",
                       "interrupt_mode": "message", "env": {} if self.use_sandbox else
-                      {"AUTOGRADE_TEST_CELLS": env["AUTOGRADE_TEST_CELLS"], "PYTHONPATH": os.pathsep.join(
+                      {"AUTOGRADE_GUARD_FILE": env["AUTOGRADE_GUARD_FILE"], "PYTHONPATH": os.pathsep.join(
                            filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
-                       "AUTOGRADE_LOCKED_CELLS": env["AUTOGRADE_LOCKED_CELLS"], "IPYTHONDIR": str(run / "ipython"),
+                       "IPYTHONDIR": str(run / "ipython"),
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
@@ -267,6 +310,11 @@ class SandboxedExecute(Execute):
             cell.outputs = [_error_output("NotRun", f"not run: {self._stopped}")]
             return cell, resources
         self.timeout = max(1, int(min(self._cell_timeout or remaining, remaining)))
+        source, nonce = cell.source, None
+        if self.guard and is_test_cell(cell):
+            # the kernel runs the test from the source the grader gave it: the request names it, no more
+            nonce = secrets.token_hex(16)
+            cell.source = f"{STUB}{sha256(source)} {nonce}"
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -277,6 +325,21 @@ class SandboxedExecute(Execute):
                                          f"interrupt; the kernel was stopped")
             self._kill_kernel()
             cell.outputs.append(_error_output("CellTimeoutError", self._stopped))
+        finally:
+            cell.source = source
+        if cell.get("execution_count") is not None:
+            self._count_to_cell[cell["execution_count"]] = index
+        if nonce is not None and not self._stopped and not self._errors.get(index):
+            got = self._evidence.get(index) or {}
+            want = evidence_tag(self._key, sha256(source), nonce)
+            if not (got.get("test") == sha256(source) and got.get("nonce") == nonce
+                    and secrets.compare_digest(str(got.get("tag", "")), want)):
+                message = ("the grader received no signed verdict from its guard for this test, so it counts as "
+                           "failed: the kernel's test runner or its messages had been replaced")
+                self._event("tampered", index, message)
+                err = _error_output("GraderIntegrityError", message)
+                err.traceback = ["autograde: test cell line 0", f"GraderIntegrityError: {message}"]
+                self._errors.setdefault(index, []).append(err)
         # an error output can never be cleared or dropped (a test cell must not pass by losing it)
         for err in self._errors.get(index, []):
             if err not in cell.outputs:
@@ -296,8 +359,38 @@ class SandboxedExecute(Execute):
                                               f"interrupted")
         return await super()._async_handle_timeout(timeout, cell)
 
+    def _guard_message(self, data, cell_index):
+        """The guard's own messages (audit records, a test's signed verdict): kept in the run record only."""
+        try:
+            if EVIDENCE_MIME in data:
+                verdict = json.loads(data[EVIDENCE_MIME])
+                if isinstance(verdict, dict):
+                    self._evidence[cell_index] = verdict
+            if AUDIT_MIME in data:
+                kept = self._record.setdefault("audit", [])
+                for event in json.loads(data[AUDIT_MIME]):
+                    if len(kept) >= AUDIT_EVENTS_KEPT or not isinstance(event, dict):
+                        break
+                    origin = self._count_to_cell.get(event.get("origin"), cell_index)
+                    kept.append({"severity": "tamper" if event.get("severity") == "tamper" else "flag",
+                                 "what": str(event.get("what", ""))[:200], "cell": origin, "while_cell": cell_index,
+                                 "during_test": bool(event.get("during_test")), "refused": bool(event.get("refused"))})
+        except (TypeError, ValueError):
+            pass
+
     def output(self, outs, msg, display_id, cell_index):
         msg_type = msg["msg_type"]
+        data = (msg.get("content") or {}).get("data") or {}
+        if msg_type == "display_data" and isinstance(data, dict) and (AUDIT_MIME in data or EVIDENCE_MIME in data):
+            self._guard_message(data, cell_index)
+            return None
+        if cell_index in self._test_cells and msg_type in ("execute_result", "display_data"):
+            # nbgrader reads a number in a test cell's result as partial credit, even before an error output
+            return None
+        if cell_index in self._test_cells and msg_type == "stream" and msg.get("content", {}).get("name") == "stderr":
+            # a warning the learner's code printed is not a failed test (nbgrader scores stderr as an error):
+            # the verdict is the guard's error output alone
+            msg = {**msg, "content": {**msg["content"], "name": "stdout"}}
         if msg_type == "error":
             out = super().output(outs, msg, display_id, cell_index)
             if out is not None:

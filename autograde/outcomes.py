@@ -54,6 +54,8 @@ def outcomes(executed_nb, assignment, record):
     """
     cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
     timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
+    # the grader's own verdict (no signed pass from the kernel's guard): trusted, unlike the kernel's messages
+    unsigned = {e["cell"]: e["message"] for e in record.get("events", []) if e["kind"] == "tampered"}
     stop = record.get("stop") or {}
     result = {}
     for test in assignment.tests:
@@ -71,6 +73,9 @@ def outcomes(executed_nb, assignment, record):
         if index in timeouts or (stop and index == stop.get("cell") and stop.get("kind") == "timeout"):
             result[test.grade_id] = Outcome(test.grade_id, "timeout", ename="KeyboardInterrupt",
                                             note=f"the test did not finish within the time limit")
+            continue
+        if index in unsigned:
+            result[test.grade_id] = Outcome(test.grade_id, "failed", ename="GraderIntegrityError", note=unsigned[index])
             continue
         if not errors:
             result[test.grade_id] = Outcome(test.grade_id, "passed")
@@ -118,6 +123,8 @@ def summary(test, outcome, points=None):
         if outcome.region == "hidden":
             return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
                     f"not shown: other models, hardware, random values, bad input)")
+        if outcome.note:
+            return f"failed{pts}: {outcome.note}"
         return f"failed{pts}: {outcome.ename}"
     if outcome.kind == "timeout":
         return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
@@ -126,6 +133,28 @@ def summary(test, outcome, points=None):
     if outcome.kind == "not_run":
         return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
     return f"failed{pts}: {outcome.note}"
+
+
+def audit_verdict(record):
+    """('tampered' | 'flagged' | '', description) from the guard's audit records of one run.
+
+    tampered: the student's code did what no answer needs (walked the interpreter's objects, installed a
+    trace, profile or audit hook, swapped a function's code, used ctypes, replaced a module or the grader's
+    own code); flagged: it did what honest debugging code can do but a cheat needs (read frames, ran code it
+    compiled itself), for an instructor to review."""
+    events = record.get("audit") or []
+    if not events:
+        return "", ""
+    seen = {}
+    for e in events:
+        key = (e.get("what", ""), e.get("cell"))
+        if key not in seen:
+            seen[key] = e
+    parts = [f"{what} (cell {cell}{', refused' if e.get('refused') else ''}"
+             f"{', while a test ran' if e.get('during_test') else ''})" for (what, cell), e in seen.items()]
+    verdict = "tampered" if any(e.get("severity") == "tamper" for e in events) else "flagged"
+    more = f" and {len(parts) - 4} more" if len(parts) > 4 else ""
+    return verdict, "; ".join(parts[:4]) + more
 
 
 # ------------------------------------------------------------------------------------------ run records

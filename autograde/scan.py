@@ -16,7 +16,7 @@ import re
 MODULES = {"builtins", "ctypes", "gc", "inspect", "importlib", "traceback", "types", "marshal", "pickle",
            "dill", "cloudpickle", "threading", "_thread", "code", "codeop", "IPython", "ipykernel",
            "jupyter_client", "zmq", "nbgrader", "nbformat", "nbclient", "autograde", "sqlite3", "sqlalchemy",
-           "faulthandler", "atexit", "signal", "__main__"}
+           "faulthandler", "atexit", "signal", "__main__", "asyncio"}
 # names whose use is a finding
 NAMES = {"get_ipython", "__builtins__", "__import__", "eval", "exec", "compile", "globals", "locals", "vars",
          "breakpoint", "__build_class__", "attrgetter", "methodcaller"}
@@ -27,7 +27,8 @@ ATTRIBUTES = {"_getframe", "f_back", "f_globals", "f_locals", "f_code", "f_trace
               "settrace", "setprofile", "_current_frames", "set_custom_exc", "showtraceback",
               "_showtraceback", "user_ns", "shell_handlers", "iopub_socket", "__getattribute__",
               "__reduce__", "__reduce_ex__", "__init_subclass__", "__traceback__", "last_traceback",
-              "addaudithook", "attrgetter", "methodcaller"}
+              "addaudithook", "attrgetter", "methodcaller", "cell_contents", "__defaults__", "__kwdefaults__",
+              "cr_frame", "get_parent", "_parent_header"}
 # attributes flagged only on the sys module (torch's Module.modules() is fine)
 SYS_ATTRIBUTES = {"modules", "exc_info", "exception", "audit", "meta_path", "path_hooks", "excepthook",
                   "displayhook", "stdout", "stderr"}
@@ -79,6 +80,7 @@ def findings_in(source, modules=frozenset()):
     except SyntaxError:
         return sorted(found)
     builtin_names = {n for n in vars(builtins) if not n.startswith("_")}
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -93,6 +95,8 @@ def findings_in(source, modules=frozenset()):
         elif isinstance(node, ast.Name):
             if node.id in NAMES:
                 found.add(node.id)
+            elif node.id in DYNAMIC_ATTR_FUNCS and id(node) not in called and node.id != "hasattr":
+                found.add(f"{node.id} passed on as a value")      # `g = getattr`, `map(setattr, ...)`
             elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in builtin_names:
                 found.add(f"redefines builtin {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:

@@ -91,6 +91,11 @@ def test_scan_passes_the_solution_and_flags_tampering():
                    "getattr with a computed name"):
         assert needle in found, found
     assert findings_in("import torch\ntorch.backends.cudnn.benchmark = True\nmodel.modules()\n", {"torch"}) == []
+    # aliasing the dynamic attribute functions hides the names they reach from the checks above
+    found = findings_in("put = setattr\nput(f, '__co' + 'de__', g)\nlist(map(getattr, [a], ['x']))\n"
+                        "f.__closure__[0].cell_contents = 1\n")
+    assert {"setattr passed on as a value", "getattr passed on as a value", ".cell_contents"} <= set(found), found
+    assert findings_in("x = getattr(model, 'config')\nif hasattr(model, 'lm_head'): pass\n") == []
 
 
 # ------------------------------------------------------------------------------------------ guard

@@ -117,7 +117,9 @@ def test_a_later_locked_cell_may_rebind_a_given_name():
 
 def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_with_it():
     """The two submissions of tests/adversarial/cases04.py, against the real setup cell and test cells: the
-    guard without a record of the locked cell (as before) lets them pass; with the record they fail."""
+    guard without a record of the locked cell (as before) lets the first pass; with the record both fail.  (The
+    second passed too before the stats test counted the work done: a counter that never counts now fails its
+    lower bound, so it fails without the record as well.)"""
     import nbformat
 
     from adversarial import cases04
@@ -139,7 +141,10 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
             exec(compile(verify, "<verify>", "exec"), ns)
             exec(compile(answer, "<answer>", "exec"), ns)
             verdicts.append(guard.run_test_cell(tests[test], ns, locked))
-        assert verdicts[0] is None, f"{test}: the cheat should pass without the record: {verdicts[0]}"
+        if answer is cases04.REBIND_REFERENCE:
+            assert verdicts[0] is None, f"{test}: the cheat should pass without the record: {verdicts[0]}"
+        else:
+            assert verdicts[0] is not None and "target forwards" in verdicts[0][1], verdicts[0]
         assert verdicts[1] is not None and verdicts[1][0] == "GraderIntegrityError", verdicts[1]
 
 
@@ -155,3 +160,139 @@ def test_a_patched_re_search_is_undone_before_a_message_check():
         re.search = real
     assert failure is None, failure
     assert re.search is real
+
+
+# ------------------------------------------------------------------- functions' internals, sys.modules
+CLOSURE_SETUP = '''import math
+
+
+def _make_loop(step):
+    def loop(n):
+        return [step(i) for i in range(n)]
+    return loop
+
+
+tree_loop = _make_loop(lambda i: i * i)
+'''
+
+
+def _with_setup(setup, student):
+    locked = guard.LockedBindings(packages=("specdec",))
+    ns = {"__builtins__": builtins, "__name__": "__main__"}
+    before = locked.before_locked_cell(ns)
+    exec(compile(setup, "<setup>", "exec"), ns)
+    locked.after_locked_cell(setup, ns, before, "setup")
+    exec(compile(student, "<student>", "exec"), ns)
+    return ns, locked
+
+
+@pytest.mark.parametrize("student, what", [
+    ("tree_loop.__closure__[0].cell_contents = lambda i: 0", "tree_loop.__closure__"),
+    ("def _swap(step):\n    def zero(n):\n        return [step] * n\n    return zero\n"
+     "tree_loop.__code__ = _swap(0).__code__", "tree_loop.__code__"),
+    ("def _k(step=None): pass\n_make_loop.__defaults__ = (1,)", "_make_loop.__defaults__"),
+])
+def test_a_swapped_closure_code_or_defaults_of_a_given_function_fails_the_test_and_is_undone(student, what):
+    ns, locked = _with_setup(CLOSURE_SETUP, student)
+    failure = guard.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked)
+    assert failure is not None and failure[0] == "GraderIntegrityError" and what in failure[1], failure
+    assert ns["tree_loop"](4) == [0, 1, 4, 9]                          # put back: the next test runs on it
+    assert guard.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked) is None
+
+
+def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
+    import sys
+    import types
+    ns, locked = _with_setup(SETUP, "")
+    real = sys.modules["specdec.decoding"]
+    sys.modules["specdec.decoding"] = types.ModuleType("specdec.decoding")
+    try:
+        failure = guard.run_test_cell("from specdec.decoding import greedy_generate\nassert greedy_generate", ns, locked)
+    finally:
+        restored = sys.modules["specdec.decoding"]
+        sys.modules["specdec.decoding"] = real
+    assert restored is real and failure[0] == "GraderIntegrityError" and "sys.modules['specdec.decoding']" in failure[1]
+
+
+def test_a_threading_trace_hook_is_cleared_and_named():
+    import threading
+    threading.settrace(lambda *args: None)
+    try:
+        assert "threading.settrace" in guard._clear_hooks()
+    finally:
+        threading.settrace(None)
+    assert getattr(threading, "_trace_hook", None) is None and guard._clear_hooks() == []
+
+
+# ------------------------------------------------------------------------------------ the audit hook
+AUDIT_SCRIPT = r'''
+import json, sys, warnings, logging, traceback, collections
+sys.path.insert(0, sys.argv[1])
+import _kernel as guard
+audit = guard.Audit()
+sys.addaudithook(audit.hook)
+STUDENT = """
+import gc, inspect, sys, ctypes
+def walk():
+    return len(gc.get_objects())
+def frames():
+    return inspect.stack()
+def swap(f, g):
+    f.__code__ = g.__code__
+def hook():
+    sys.setprofile(lambda *a: None)
+def honest():
+    warnings.warn("careful")
+    logging.getLogger("x").warning("noted")
+    try:
+        1 / 0
+    except ZeroDivisionError:
+        traceback.format_exc()
+    return collections.namedtuple("P", "a b")(1, 2)
+"""
+audit.student_files["<student-cell>"] = 7
+ns = {"warnings": warnings, "logging": logging, "traceback": traceback, "collections": collections}
+exec(compile(STUDENT, "<student-cell>", "exec"), ns)
+results = {}
+for name, args, in_test in [("walk", (), False), ("frames", (), False), ("frames", (), True),
+                            ("swap", (ns["walk"], ns["frames"]), False), ("hook", (), False), ("honest", (), True)]:
+    audit.in_test = in_test
+    try:
+        ns[name](*args)
+        results[f"{name}/{in_test}"] = "ran"
+    except PermissionError as exc:
+        results[f"{name}/{in_test}"] = "refused"
+    audit.in_test = False
+results["library_frames"] = len(sys._getframe(0).f_code.co_name) > 0      # the runner's own: not recorded
+print(json.dumps({"results": results, "events": audit.take()}))
+'''
+
+
+def test_the_audit_hook_refuses_tampering_records_frames_and_leaves_honest_code_alone(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = tmp_path / "audit.py"
+    script.write_text(AUDIT_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(Path(guard.__file__).parent)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["results"] == {"walk/False": "refused", "frames/False": "ran", "frames/True": "refused",
+                              "swap/False": "refused", "hook/False": "refused", "honest/True": "ran",
+                              "library_frames": True}, out
+    events = [(e["severity"], e["what"].split(" (")[0], e["refused"], e["origin"]) for e in out["events"]]
+    assert ("tamper", "walked the interpreter's objects", True, 7) in events
+    assert ("flag", "read a frame", False, 7) in events and ("flag", "read a frame", True, 7) in events
+    assert ("tamper", "changed a function's __code__", True, 7) in events
+    assert ("tamper", "installed a profile hook", True, 7) in events
+    assert len(events) == 5, events           # honest(): warnings, logging, a formatted traceback, a namedtuple
+
+
+def test_a_test_passes_only_with_the_guards_signed_verdict():
+    key, other = bytes(32), bytes([1]) * 32
+    tag = guard.evidence_tag(key, "abc", "n1")
+    assert tag == guard.evidence_tag(key, "abc", "n1")
+    assert tag not in (guard.evidence_tag(other, "abc", "n1"), guard.evidence_tag(key, "abc", "n2"),
+                       guard.evidence_tag(key, "abd", "n1"))
