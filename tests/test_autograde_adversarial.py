@@ -6,7 +6,6 @@ cheat), that the other students were still graded, that the gradebook agrees wit
 that the message names the student and the cause.  The sandbox cases aim at the real paths of this
 run's gradebook and of another student's files, and at a TCP port this test listens on.
 """
-import csv
 import hashlib
 import html
 import json
@@ -14,8 +13,6 @@ import re
 import shutil
 import socket
 import sqlite3
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -24,6 +21,7 @@ import pytest
 
 from adversarial import cases
 from adversarial.cases import A, VICTIM
+from adversarial.classrun import class_run
 from autograde import REPO, sandbox
 from autograde.release import tool_env
 
@@ -39,15 +37,7 @@ def _sha(path):
 def _run_class(subs, work, *extra):
     env = {**tool_env(),
            "AUTOGRADE_TEST_SECRET": "the grader's environment must not reach the student"}
-    done = subprocess.run([sys.executable, "-m", "autograde", "class", A, str(subs), "--work", str(work), *extra],
-                          capture_output=True, text=True, env=env, cwd="/")
-    rows = {}
-    csv_path = Path(work) / f"grades_{A}.csv"
-    if csv_path.exists():
-        with open(csv_path, newline="") as fh:
-            for row in csv.DictReader(fh):
-                rows.setdefault(row["student"], {})[row["part"]] = row
-    return done, rows
+    return class_run(A, subs, work, *extra, env=env)
 
 
 class Listener:

@@ -29,13 +29,13 @@ assert model.step() == "real", "rule: method"
 '''
 
 
-def _notebook(student):
+def _notebook(student, setup=SETUP):
     """Run the locked setup cell, then the student's cell, as the kernel would; return (namespace, locked)."""
     locked = guard.LockedBindings(packages=("specdec",))
     ns = {"__builtins__": builtins, "__name__": "__main__"}
     before = locked.before_locked_cell(ns)
-    exec(compile(SETUP, "<setup>", "exec"), ns)
-    locked.after_locked_cell(SETUP, ns, before, "setup")
+    exec(compile(setup, "<setup>", "exec"), ns)
+    locked.after_locked_cell(setup, ns, before, "setup")
     exec(compile(student, "<student>", "exec"), ns)
     return ns, locked
 
@@ -176,16 +176,6 @@ tree_loop = _make_loop(lambda i: i * i)
 '''
 
 
-def _with_setup(setup, student):
-    locked = guard.LockedBindings(packages=("specdec",))
-    ns = {"__builtins__": builtins, "__name__": "__main__"}
-    before = locked.before_locked_cell(ns)
-    exec(compile(setup, "<setup>", "exec"), ns)
-    locked.after_locked_cell(setup, ns, before, "setup")
-    exec(compile(student, "<student>", "exec"), ns)
-    return ns, locked
-
-
 @pytest.mark.parametrize("student, what", [
     ("tree_loop.__closure__[0].cell_contents = lambda i: 0", "tree_loop.__closure__"),
     ("def _swap(step):\n    def zero(n):\n        return [step] * n\n    return zero\n"
@@ -193,7 +183,7 @@ def _with_setup(setup, student):
     ("def _k(step=None): pass\n_make_loop.__defaults__ = (1,)", "_make_loop.__defaults__"),
 ])
 def test_a_swapped_closure_code_or_defaults_of_a_given_function_fails_the_test_and_is_undone(student, what):
-    ns, locked = _with_setup(CLOSURE_SETUP, student)
+    ns, locked = _notebook(student, CLOSURE_SETUP)
     failure = guard.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError" and what in failure[1], failure
     assert ns["tree_loop"](4) == [0, 1, 4, 9]                          # put back: the next test runs on it
@@ -203,7 +193,7 @@ def test_a_swapped_closure_code_or_defaults_of_a_given_function_fails_the_test_a
 def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
     import sys
     import types
-    ns, locked = _with_setup(SETUP, "")
+    ns, locked = _notebook("")
     real = sys.modules["specdec.decoding"]
     sys.modules["specdec.decoding"] = types.ModuleType("specdec.decoding")
     try:

@@ -1,14 +1,11 @@
 """Grading integrity on assignment 04, through the real tool (`python -m autograde class`, sandboxed):
 submissions that rebind what a test trusts lose the parts they target, and correct answers written
 differently from the solution keep full marks.  One class run, two at a time (tests/adversarial/cases04.py)."""
-import csv
-import subprocess
-import sys
-
 import pytest
 
 from adversarial import cases04
-from autograde import REPO, sandbox, tool_env
+from adversarial.classrun import class_run
+from autograde import REPO, sandbox
 
 pytestmark = pytest.mark.timeout(900)
 REPORT = REPO / "tests" / "artifacts" / "integrity_report.md"
@@ -20,13 +17,7 @@ def run(tmp_path_factory):
     assert ok, f"the integrity suite needs the sandbox: {why}"
     root = tmp_path_factory.mktemp("integrity")
     expect = cases04.build(root / "subs")
-    done = subprocess.run([sys.executable, "-m", "autograde", "class", cases04.A, str(root / "subs"),
-                           "--work", str(root / "work"), "--jobs", "2", "--cell-timeout", "60"],
-                          capture_output=True, text=True, env=tool_env(), cwd="/")
-    rows = {}
-    with open(root / "work" / f"grades_{cases04.A}.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            rows.setdefault(row["student"], {})[row["part"]] = row
+    done, rows = class_run(cases04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60")
     return {"expect": expect, "done": done, "rows": rows}
 
 

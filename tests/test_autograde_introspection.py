@@ -4,14 +4,11 @@ replaces the kernel's handler, swaps a function's code, plants a module, reads f
 returns an equal-to-anything tensor, decodes nothing, or reads the test's text gets 0 on the part it targets and,
 where the guard saw it, the status tampered or flagged; honest code that looks like it keeps full marks.
 One class run of notebook 04, two at a time (tests/adversarial/introspection04.py)."""
-import csv
-import subprocess
-import sys
-
 import pytest
 
 from adversarial import introspection04
-from autograde import REPO, sandbox, tool_env
+from adversarial.classrun import class_run
+from autograde import REPO, sandbox
 
 pytestmark = pytest.mark.timeout(900)
 REPORT = REPO / "tests" / "artifacts" / "introspection_report.md"
@@ -23,13 +20,7 @@ def run(tmp_path_factory):
     assert ok, f"the introspection suite needs the sandbox: {why}"
     root = tmp_path_factory.mktemp("introspection")
     expect = introspection04.build(root / "subs")
-    done = subprocess.run([sys.executable, "-m", "autograde", "class", introspection04.A, str(root / "subs"),
-                           "--work", str(root / "work"), "--jobs", "2", "--cell-timeout", "60", "--keep-flagged"],
-                          capture_output=True, text=True, env=tool_env(), cwd="/")
-    rows = {}
-    with open(root / "work" / f"grades_{introspection04.A}.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            rows.setdefault(row["student"], {})[row["part"]] = row
+    done, rows = class_run(introspection04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60", "--keep-flagged")
     return {"expect": expect, "done": done, "rows": rows}
 
 

@@ -437,9 +437,10 @@ def weight_bytes(cfg, bytes_per_param=2):
     return 16_060_522_496 if cfg["num_hidden_layers"] == 32 else 141_107_412_992
 '''}
     folder("frame_oracle", with_answers(trimmed(released()), answers))
-    expect["frame_oracle"] = Expect(0, "flagged", autograded=2,
+    # the audit hook refuses frame access while a test runs: the cheat no longer scores even before the flag
+    expect["frame_oracle"] = Expect(0, "flagged", autograded=0,
                                     what="answer reads the hidden test's reference from the caller's frame",
-                                    detail=["._getframe"])
+                                    detail=["._getframe", "read a frame", "refused, while a test ran"])
 
     # the sandbox --------------------------------------------------------------------------------------
     gradebook = ctx.work / "gradebook.db"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from adversarial.cases import Expect, meta
-from adversarial.cases04 import CHECKS, FULL, VERIFY_POINTS, A, solution_answers, with_answers
+from adversarial.cases import Expect
+from adversarial.cases04 import A, CHECKS, FULL, VERIFY_POINTS, solution_answers, with_answers
 
 ZERO_DECODER = '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
