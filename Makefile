@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine (Python 3.11):
 #   make lab    create .venv, install everything, open your workspace my-work/ in JupyterLab
 #   make test   same set-up if needed, then run the full test suite
+#   make test-fast   the edit loop: every test that needs no notebook run, browser or hub (minutes, not half an hour)
 # Instructors, on a workshop VM (root; docs/classroom.md):
 #   make classroom STUDENTS=30 PORT=8000   JupyterHub for an instructor and N students on 127.0.0.1
 #   make classroom-down                    remove the users, exchange and environment it created
@@ -16,7 +17,7 @@ BWRAP  := /usr/bin/bwrap
 # the venv's tools (jupyter, nbgrader, alembic) come first for every recipe
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test release classroom classroom-down classroom-proxy
+.PHONY: lab test test-fast release classroom classroom-down classroom-proxy
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +71,9 @@ classroom-down:
 
 test: $(STAMP) $(CHROMIUM) $(BWRAP) $(CHP_STAMP)
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not (notebooks or browser or e2e or slow)"
 
 # instructors: regenerate the learner notebooks in notebooks/ from solutions/
 release: $(STAMP)
