@@ -4,7 +4,7 @@ differently from the solution keep full marks.  One class run, two at a time (te
 import pytest
 
 from adversarial import cases04
-from adversarial.classrun import class_run
+from adversarial.classrun import class_run, write_report
 from autograde import REPO, sandbox
 
 pytestmark = pytest.mark.timeout(900)
@@ -45,10 +45,5 @@ def test_rebinding_costs_the_part_it_targets(run):
 
 def test_write_report(run):
     """tests/artifacts/integrity_report.md: case -> score and status (docs/grading.md quotes it)."""
-    lines = ["| case | what it does | score | status |", "|---|---|---|---|"]
-    for student, expect in run["expect"].items():
-        total = run["rows"][student]["total"]
-        lines.append(f"| {student} | {expect.what} | {total['score']}/{total['max_score']} | {total['status']} |")
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text("\n".join(lines) + "\n")
-    assert REPORT.read_text().count("\n") == len(run["expect"]) + 2
+    text = write_report(REPORT, run["expect"], run["rows"])
+    assert text.count("\n") == len(run["expect"]) + 2

@@ -7,7 +7,7 @@ One class run of notebook 04, two at a time (tests/adversarial/introspection04.p
 import pytest
 
 from adversarial import introspection04
-from adversarial.classrun import class_run
+from adversarial.classrun import class_run, write_report
 from autograde import REPO, sandbox
 
 pytestmark = pytest.mark.timeout(900)
@@ -42,10 +42,5 @@ def test_case_gets_its_score_and_status(run, student):
 
 def test_write_report(run):
     """tests/artifacts/introspection_report.md: case -> score and status (docs/grading.md quotes it)."""
-    lines = ["| case | what it does | score | status |", "|---|---|---|---|"]
-    for student, expect in run["expect"].items():
-        total = run["rows"][student]["total"]
-        lines.append(f"| {student} | {expect.what} | {total['score']}/{total['max_score']} | {total['status']} |")
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text("\n".join(lines) + "\n")
-    assert REPORT.read_text().count("\n") == len(run["expect"]) + 2
+    text = write_report(REPORT, run["expect"], run["rows"])
+    assert text.count("\n") == len(run["expect"]) + 2
