@@ -435,7 +435,7 @@ class LockedBindings:
         for modname, module in list(sys.modules.items()):
             if module is None or modname in self.modules:
                 continue
-            if not any(modname == p or modname.startswith(p + ".") for p in self.packages):
+            if not self._is_course_module(modname):
                 continue
             self.modules[modname] = (module, _dict(vars(module)))
             for key, value in list(vars(module).items()):

@@ -32,7 +32,7 @@ from traitlets import Bool, Integer, List, Unicode
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograde import REPO, WORK, put_tools_on_path, sandbox
+from autograde import REPO, WORK, put_tools_on_path, sandbox, scan
 from autograde._kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.outcomes import read_run_record, write_run_record
@@ -71,8 +71,7 @@ def imported_modules(sources):
     names = []
     for source in sources:
         try:
-            tree = ast.parse("\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                                       for line in source.splitlines()))
+            tree = ast.parse(scan.strip_magics(source))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -313,8 +312,8 @@ class SandboxedExecute(Execute):
         source, nonce = cell.source, None
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more
-            nonce = secrets.token_hex(16)
-            cell.source = f"{STUB}{sha256(source)} {nonce}"
+            digest, nonce = sha256(source), secrets.token_hex(16)
+            cell.source = f"{STUB}{digest} {nonce}"
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -331,8 +330,8 @@ class SandboxedExecute(Execute):
             self._count_to_cell[cell["execution_count"]] = index
         if nonce is not None and not self._stopped and not self._errors.get(index):
             got = self._evidence.get(index) or {}
-            want = evidence_tag(self._key, sha256(source), nonce)
-            if not (got.get("test") == sha256(source) and got.get("nonce") == nonce
+            want = evidence_tag(self._key, digest, nonce)
+            if not (got.get("test") == digest and got.get("nonce") == nonce
                     and secrets.compare_digest(str(got.get("tag", "")), want)):
                 message = ("the grader received no signed verdict from its guard for this test, so it counts as "
                            "failed: the kernel's test runner or its messages had been replaced")

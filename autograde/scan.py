@@ -38,7 +38,8 @@ MAGIC = re.compile(r"^\s*(%{1,2}\s*(config|load_ext|run|alias_magic|load|env|cap
 BUILTIN_SHADOW_OK = {"_", "__"}
 
 
-def _strip_magics(source):
+def strip_magics(source):
+    """The cell without its IPython magic and shell lines (`%...`, `!...`), so that `ast` can parse it."""
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
@@ -58,7 +59,7 @@ def imported_names(sources):
     names = set()
     for source in sources:
         try:
-            tree = ast.parse(_strip_magics(source))
+            tree = ast.parse(strip_magics(source))
         except SyntaxError:
             continue
         for node in ast.walk(tree):
@@ -76,7 +77,7 @@ def findings_in(source, modules=frozenset()):
     for m in MAGIC.finditer(source):
         found.add(f"magic {m.group(0).strip()[:20]}")
     try:
-        tree = ast.parse(_strip_magics(source))
+        tree = ast.parse(strip_magics(source))
     except SyntaxError:
         return sorted(found)
     builtin_names = {n for n in vars(builtins) if not n.startswith("_")}
