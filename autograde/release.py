@@ -6,19 +6,25 @@ import sys
 from pathlib import Path
 
 from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, WORK, assignments, tool_env
+from autograde.given import write as write_given
 
 __all__ = ["release", "publish", "copy_notebook_folder", "tool_env"]
 
 
-def release(names=None, release_dir=None, db_url=None):
-    """Run `nbgrader generate_assignment` for each assignment; returns the names released.
+def release(names=None, release_dir=None, db_url=None, given=True):
+    """Write the given cells of the solutions from their sources (autograde/given.py), then run
+    `nbgrader generate_assignment` for each assignment; returns the names released.
 
-    release_dir / db_url redirect the output (the sync test releases into a temporary folder).
+    release_dir / db_url redirect the output (the sync test releases into a temporary folder, with
+    given=False: a test never writes into solutions/).
     """
     names = list(names) if names else assignments()
     unknown = sorted(set(names) - set(assignments()))
     if unknown:
         raise ValueError(f"unknown assignment(s) {unknown}; known: {assignments()}")
+    if given:
+        for name, cell in write_given(names):
+            print(f"wrote the given cell {cell} of solutions/{name} from its sources")
     if db_url is None:      # the course's gradebook lives in autograde/work/, absent on a fresh clone
         WORK.mkdir(parents=True, exist_ok=True)
     for name in names:

@@ -16,6 +16,11 @@ class Hardware:
     verified: bool
     source: str
 
+    def describe(self):
+        """One line with units: 'H100 SXM: 3.35 TB/s, 989.4 TFLOP/s bf16, 80 GB'."""
+        return (f"{self.name}: {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s, {self.flops_per_s / 1e12:.1f} TFLOP/s bf16, "
+                f"{self.memory_bytes / 1e9:.0f} GB")
+
 
 def load_hardware(path=None):
     """{name: Hardware} from data/hardware.csv (units converted to bytes, bytes/s and FLOP/s)."""

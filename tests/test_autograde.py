@@ -202,7 +202,7 @@ def test_check_refuses_what_it_cannot_grade(tmp_path):
 
 def test_release_command_still_works(tmp_path):
     from autograde.release import release
-    assert release([A], release_dir=str(tmp_path / "r"), db_url=f"sqlite:///{tmp_path / 'g.db'}") == [A]
+    assert release([A], release_dir=str(tmp_path / "r"), db_url=f"sqlite:///{tmp_path / 'g.db'}", given=False) == [A]
     assert (tmp_path / "r" / A / f"{A}.ipynb").exists()
     assert REPO.joinpath("autograde", "__main__.py").exists()
 
