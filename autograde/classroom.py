@@ -381,10 +381,29 @@ def write_csv(path, assignment, results):
 
 
 _WORKER = None
+# Worker processes start fresh (spawn), never forked: by the time the pool starts, this process has run the
+# preflight's kernel (a ZeroMQ context, asyncio loops, their threads), and a process forked from that inherits
+# them half-alive; with fork, about one class run in seven sat idle for the 120 s cell timeout after its last
+# cell. tests/test_autograde_units.py checks that a worker inherits no ZeroMQ context.
+START_METHOD = "spawn"
+
+
+def _init_worker(state):
+    """Pool initializer: the course, the assignment and the flag policy, sent once to each fresh worker."""
+    global _WORKER
+    _WORKER = state
+
+
+def worker_pool(jobs, state):
+    """A pool of `jobs` fresh worker processes, each holding `state` (course, assignment, keep_flagged)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(START_METHOD),
+                               initializer=_init_worker, initargs=(state,))
 
 
 def _grade_task(sub):
-    """Grade one submission (in this process or a forked worker); never raises."""
+    """Grade one submission (in this process or a pool worker); never raises."""
     course, assignment, keep_flagged = _WORKER
     t0 = time.monotonic()
     try:
@@ -503,10 +522,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     global _WORKER
     _WORKER = (course, assignment, keep_flagged)
     if jobs > 1 and len(subs) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        # fork: the workers inherit the prepared course (no kernel or ZeroMQ context exists yet here)
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        with worker_pool(jobs, _WORKER) as pool:
             for r in pool.map(_grade_task, subs):
                 report(r)
     else:

@@ -30,6 +30,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(mark)
 
 
+@pytest.fixture(scope="session")
+def pair():
+    """The shipped pair (data/models): (target, draft, tokenizer), loaded once per run. Tests read it; one that
+    changes a model works on a copy (copy.deepcopy)."""
+    from specdec.models import load_pair
+
+    return load_pair()
+
+
+@pytest.fixture(scope="session")
+def grader_cache(tmp_path_factory):
+    """One XDG_CACHE_HOME for every `autograde check` a test runs: the prepared gradebook of an assignment is
+    made once per test run, not once per check (a test of the cache itself makes its own)."""
+    return tmp_path_factory.mktemp("grader-cache")
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models on one torch thread for the test that asks for it (`pytestmark = usefixtures("one_thread")`):

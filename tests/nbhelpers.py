@@ -1,4 +1,5 @@
-"""Shared helpers for the notebook tests: find notebooks, run them the way nbgrader does."""
+"""Shared helpers for the notebook tests: find notebooks, run them the way nbgrader does, read the contract."""
+import re
 import time
 from pathlib import Path
 
@@ -6,7 +7,7 @@ import nbformat
 from nbgrader.validator import Validator
 from traitlets.config import Config
 
-from autograde import NOTEBOOKS, SOLUTIONS, assignments
+from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
 
 ASSIGNMENTS = assignments()
 NOTEBOOK_SECONDS = 180      # the course's promise: each notebook runs on a 2-core CPU in under 3 minutes
@@ -77,3 +78,41 @@ def without_solution_markers(source):
 
 def read(path):
     return nbformat.read(str(Path(path)), as_version=4)
+
+
+# docs/contract.md, parsed (tests/test_contract_doc.py keeps it true; test_contract.py and the wrong
+# implementations read its signatures and rule labels)
+CONTRACT = REPO / "docs" / "contract.md"
+ENTRY = re.compile(r"^#### `([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?`\s*$")
+PART = re.compile(r"^### (Part [A-Za-z0-9]+) \((\d+(?:\.\d+)?) points?\)")
+RULE_LINE = re.compile(r'^- `rule: ([^`]+)` *(?:—|--) *"(.+)"\s*$')
+
+
+def words(text):
+    """Text with markdown emphasis and code marks dropped and whitespace collapsed, for quoting."""
+    return " ".join(re.sub(r"[*`]", "", text).split())
+
+
+def parse_contract(text=None):
+    """{assignment: {part label: {"points": float, "entries": {name: signature or None}, "rules": {label: quote}}}}"""
+    text = CONTRACT.read_text() if text is None else text
+    doc, assignment, part = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            name = line[3:].strip()
+            assignment, part = (name, None) if re.fullmatch(r"\d\d_\w+", name) else (None, None)
+            if assignment:
+                doc.setdefault(assignment, {})
+            continue
+        m = PART.match(line)
+        if m and assignment:
+            part = doc[assignment].setdefault(m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {}})
+            continue
+        m = ENTRY.match(line)
+        if m and part is not None:
+            part["entries"][m.group(1)] = None if m.group(2) is None else m.group(2).replace(" ", "")
+            continue
+        m = RULE_LINE.match(line)
+        if m and part is not None:
+            part["rules"][m.group(1).strip()] = m.group(2).strip()
+    return doc

@@ -72,7 +72,7 @@ def run(tmp_path_factory):
     victim_submission = next((root / "subs" / VICTIM).rglob("*.ipynb")).read_bytes()
     before = {p: _sha(p) for p in PROTECTED}
     done, rows = _run_class(root / "subs", ctx.work, "--cell-timeout", "20", "--notebook-timeout", "120",
-                            "--jobs", "2")
+                            "--jobs", "2", "--skip-preflight")   # the preflight is tested elsewhere
     listener.sock.close()
     return {"root": root, "work": ctx.work, "ctx": ctx, "expect": expect, "done": done, "rows": rows,
             "listener": listener, "before": before, "victim_submission": victim_submission}

@@ -20,7 +20,7 @@ def run(tmp_path_factory):
     assert ok, f"the introspection suite needs the sandbox: {why}"
     root = tmp_path_factory.mktemp("introspection")
     expect = introspection04.build(root / "subs")
-    done, rows = class_run(introspection04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60", "--keep-flagged")
+    done, rows = class_run(introspection04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60", "--keep-flagged", "--skip-preflight")
     return {"expect": expect, "done": done, "rows": rows}
 
 

@@ -88,3 +88,24 @@ def test_the_engine_names_its_limits():
     assert engine.SandboxedExecute.class_traits()["memory_bytes"].default_value == engine.MEMORY_BYTES
     assert engine.SandboxedExecute.class_traits()["notebook_timeout"].default_value == engine.NOTEBOOK_SECONDS
     assert not hasattr(engine, "RUNS"), "run records are files (autograde.outcomes), not module state"
+
+
+# ------------------------------------------------------------------------------------------ class grading pool
+def _what_a_worker_inherited():
+    import zmq
+    from autograde import classroom
+    return zmq.Context._instance is not None, classroom._WORKER
+
+
+def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
+    """`class --jobs N` grades in worker processes started fresh: by then the grader has run the preflight's
+    kernel (a ZeroMQ context and its threads); a worker forked from that inherited them, and about one class run
+    in seven sat idle for the 120 s cell timeout after its last cell."""
+    import zmq
+    from autograde import classroom
+
+    zmq.Context.instance()          # what the preflight's kernel client leaves in the grading process
+    with classroom.worker_pool(2, ("course", "assignment", False)) as pool:
+        inherited = [pool.submit(_what_a_worker_inherited).result() for _ in range(2)]
+    assert all(not has_context for has_context, _ in inherited), "a worker inherited the parent's ZeroMQ context"
+    assert all(state == ("course", "assignment", False) for _, state in inherited), inherited

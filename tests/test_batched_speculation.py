@@ -65,10 +65,10 @@ def test_batched_speculation_equals_greedy_on_random_pairs(ns, seed, batch, k):
         assert _ragged_rounds(stats) > 0, "the test should include rounds where sequences accept different counts"
 
 
-def test_batched_speculation_equals_greedy_on_the_shipped_pair(ns):
+def test_batched_speculation_equals_greedy_on_the_shipped_pair(ns, pair):
     from specdec.decoding import heldout_prompts
-    from specdec.models import heldout_texts, load_pair
-    target, draft, tokenizer = load_pair()
+    from specdec.models import heldout_texts
+    target, draft, tokenizer = pair
     prompts = torch.cat(heldout_prompts(tokenizer, heldout_texts("code"), 4, prompt_tokens=24, seed=3))
     stats = _check_exact(ns, target, draft, prompts, 20, 4)
     assert _ragged_rounds(stats) > 0

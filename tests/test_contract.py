@@ -5,8 +5,7 @@ import inspect
 import pytest
 import torch
 
-from nbhelpers import ASSIGNMENTS, solution_namespace
-from test_contract_doc import parse_contract
+from nbhelpers import ASSIGNMENTS, parse_contract, solution_namespace
 from specdec.tables import load_hardware
 
 LLAMA_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,

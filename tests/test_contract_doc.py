@@ -3,48 +3,13 @@ every notebook is there with its exact signature, under the part (and points) th
 hidden test checks is listed for its part with the sentence of the notebook that states it."""
 import ast
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograde import REPO, assignments
+from autograde import assignments
 from autograde.assignment import PART_HEADER, TestCell, load_assignment, nbgrader_meta, source_notebook
-
-CONTRACT = REPO / "docs" / "contract.md"
-ENTRY = re.compile(r"^#### `([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?`\s*$")
-PART = re.compile(r"^### (Part [A-Za-z0-9]+) \((\d+(?:\.\d+)?) points?\)")
-RULE_LINE = re.compile(r'^- `rule: ([^`]+)` *(?:—|--) *"(.+)"\s*$')
-
-
-def _words(text):
-    """Text with markdown emphasis and code marks dropped and whitespace collapsed, for quoting."""
-    return " ".join(re.sub(r"[*`]", "", text).split())
-
-
-def parse_contract(text=None):
-    """{assignment: {part label: {"points": float, "entries": {name: signature or None}, "rules": {label: quote}}}}"""
-    text = CONTRACT.read_text() if text is None else text
-    doc, assignment, part = {}, None, None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            name = line[3:].strip()
-            assignment, part = (name, None) if re.fullmatch(r"\d\d_\w+", name) else (None, None)
-            if assignment:
-                doc.setdefault(assignment, {})
-            continue
-        m = PART.match(line)
-        if m and assignment:
-            part = doc[assignment].setdefault(m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {}})
-            continue
-        m = ENTRY.match(line)
-        if m and part is not None:
-            part["entries"][m.group(1)] = None if m.group(2) is None else m.group(2).replace(" ", "")
-            continue
-        m = RULE_LINE.match(line)
-        if m and part is not None:
-            part["rules"][m.group(1).strip()] = m.group(2).strip()
-    return doc
+from nbhelpers import parse_contract, words as _words
 
 
 def notebook_parts(name):
@@ -104,8 +69,13 @@ def test_every_graded_function_is_in_the_contract_with_its_signature_and_points(
 
 @pytest.mark.parametrize("name", assignments())
 def test_part_headers_state_the_points_their_tests_carry(name):
-    for label, part in notebook_parts(name).items():
-        if part["points"]:
+    """'## Part X (N points)' equals the points of the part's graded cells, for every header that states points
+    and every part with tests; no graded cell sits before the first part header."""
+    parts = notebook_parts(name)
+    headerless = sorted(p.label for p in load_assignment(name).parts if p.label not in parts)
+    assert not headerless, f"{name}: graded cells before any part header: {headerless}"
+    for label, part in parts.items():
+        if part["points"] or part["header_points"]:
             assert part["header_points"] == part["points"], \
                 f"{name} {label}: the header says {part['header_points']} points, its tests carry {part['points']:g}"
 

@@ -44,10 +44,9 @@ def test_the_loop_is_one_given_cell_of_05_that_09_restates():
 
 
 @pytest.fixture(scope="module")
-def loop_and_reference():
+def loop_and_reference(pair):
     """(namespace with the loop cell, notebook 04's solution speculative_generate, the pair, the tokenizer)."""
     import specdec.decoding as dec
-    from specdec.models import load_pair
     base = {name: getattr(dec, name) for name in ("feed", "new_cache", "probs_from_logits", "sample")}
     base.update(torch=torch, time=__import__("time"))
     s04 = solution_path("04_speculative_decoder")
@@ -56,7 +55,7 @@ def loop_and_reference():
     exec(_solution_body(s04, "speculative_generate"), reference)
     ours = dict(base, verify=reference["verify"])
     exec(_cell(solution_path(USERS[0]), "given_decoding_loop"), ours)
-    target, draft, tokenizer = load_pair()
+    target, draft, tokenizer = pair
     return ours, reference["speculative_generate"], target, draft, tokenizer
 
 

@@ -17,12 +17,6 @@ NEW_TOKENS = 24
 
 
 
-
-@pytest.fixture(scope="module")
-def pair():
-    return load_pair()
-
-
 @pytest.fixture(scope="module")
 def prompts(pair):
     _, _, tokenizer = pair

@@ -1,5 +1,6 @@
 """The shipped draft/target pair (data/models), its loader and its training entry point."""
 
+import copy
 import os
 import shutil
 import subprocess
@@ -26,9 +27,11 @@ ALPHA_FLOOR = {"code": 0.57, "prose": 0.6, "json": 0.85}
 
 
 @pytest.fixture(scope="module")
-def pair():
-    target, draft, tokenizer = load_pair()
-    # transformers reads the draft length from the draft's generation config, not generate()
+def assisted_pair(pair):
+    """The shared pair with a copy of the draft whose generation config asks for 4 constant draft tokens
+    (transformers reads the draft length from the draft's generation config, not generate())."""
+    target, draft, tokenizer = pair
+    draft = copy.deepcopy(draft)
     draft.generation_config.num_assistant_tokens = 4
     draft.generation_config.num_assistant_tokens_schedule = "constant"
     return target, draft, tokenizer
@@ -126,8 +129,8 @@ def test_shipped_sizes_are_a_target_and_a_much_smaller_draft(pair):
     assert count_params(target) >= 7 * count_params(draft)
 
 
-def test_sampled_generation_is_deterministic_under_a_seed(pair):
-    target, draft, tokenizer = pair
+def test_sampled_generation_is_deterministic_under_a_seed(assisted_pair):
+    target, draft, tokenizer = assisted_pair
     ids = prompt_ids(tokenizer, "prose")
 
     def sample(seed, **kw):
@@ -141,8 +144,8 @@ def test_sampled_generation_is_deterministic_under_a_seed(pair):
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_assisted_greedy_equals_target_greedy(pair, domain):
-    target, draft, tokenizer = pair
+def test_assisted_greedy_equals_target_greedy(assisted_pair, domain):
+    target, draft, tokenizer = assisted_pair
     ids = prompt_ids(tokenizer, domain)
     plain = target.generate(ids, do_sample=False, max_new_tokens=32, min_new_tokens=32)  # (1, T+32)
     assisted = target.generate(ids, assistant_model=draft, do_sample=False,

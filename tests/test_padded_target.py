@@ -6,11 +6,6 @@ from specdec.decoding import count_params, greedy_generate, heldout_prompts
 from specdec.models import early_exit_draft, heldout_texts, load_pair, padded_target
 
 
-@pytest.fixture(scope="module")
-def pair():
-    return load_pair()
-
-
 @pytest.mark.parametrize("domain", ["code", "prose", "json"])
 def test_padded_logits_equal_the_shipped_targets_on_heldout_text(pair, domain):
     target, _, tokenizer = pair

@@ -281,19 +281,20 @@ def test_make_lab_serves_the_workspace_and_git_ignores_it():
 
 
 @pytest.mark.timeout(600)
-def test_check_by_number_grades_the_learners_copy_in_the_workspace(tmp_path):
+def test_check_by_number_grades_the_learners_copy_in_the_workspace(tmp_path, grader_cache):
     """`python -m autograde check 01` from any folder: the workspace copy is graded (here the learner has
-    solved it), not the untouched notebook in notebooks/ (which scores 0)."""
+    solved it: full points, no failed check, no hint), not the untouched notebook in notebooks/ (which scores 0)."""
     first = assignments()[0]
     ws = tmp_path / "my-work"
     set_up(NOTEBOOKS, ws)
     shutil.copy(REPO / "solutions" / rel(first), ws / rel(first))
-    env = dict(tool_env(), SPECDEC_WORKSPACE=str(ws), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = dict(tool_env(), SPECDEC_WORKSPACE=str(ws), XDG_CACHE_HOME=str(grader_cache))
     done = subprocess.run([sys.executable, "-m", "autograde", "check", first[:2]], capture_output=True, text=True,
                           cwd=tmp_path, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"checking {ws / rel(first)} against {first}" in done.stdout, done.stdout   # the copy in my-work/
     assert "total: 9/9 points" in done.stdout, done.stdout
+    assert " x " not in done.stdout and "hint" not in done.stdout, done.stdout
 
 
 def test_work_done_in_the_course_folder_is_named(tmp_path):

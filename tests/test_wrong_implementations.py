@@ -634,13 +634,6 @@ def test_the_solution_passes_every_test_cell_of_its_part(prefix, part):
     print(f"{prefix} {part}: {time.perf_counter() - t0:.1f} s")
 
 
-@pytest.mark.parametrize("case", WRONG, ids=[_id(c) for c in WRONG])
-def test_a_wrong_implementation_fails_a_test_of_its_part(case):
-    failures = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)
-    assert failures, f"{case.prefix} {case.part}: passes every test although it is wrong: {case.what}"
-    print(f"{case.prefix} {case.part}: '{case.what}' fails {failures[0][0]}: {failures[0][1][:120]}")
-
-
 @pytest.mark.parametrize("case", CORRECT, ids=[_id(c) for c in CORRECT])
 def test_a_correct_implementation_written_differently_passes(case):
     failures = run_part(case.prefix, case.part, case.text())
@@ -684,35 +677,23 @@ def test_message_checks_use_word_boundaries(prefix):
     assert not bad, f"{prefix}: substring checks of an error message in {bad}"
 
 
-@pytest.mark.parametrize("prefix", NOTEBOOKS)
-def test_part_headers_state_the_points_of_their_tests(prefix):
-    """'## Part X (N points)' equals the points of the graded cells up to the next part header."""
-    totals, current = {}, None
-    for cell in notebook(prefix).cells:
-        m = re.search(r"^## (Part [A-Z]) \((\d+) points?\)", cell.source, re.M) if cell.cell_type == "markdown" else None
-        if m:
-            current = m.group(1)
-            totals[current] = [int(m.group(2)), 0]
-        elif cell.cell_type == "code" and _grading(cell).get("grade"):
-            assert current, f"{prefix}: graded cell {_grading(cell)['grade_id']} before any part header"
-            totals[current][1] += _grading(cell).get("points", 0)
-    wrong = {part: f"header {h}, tests {t}" for part, (h, t) in totals.items() if h != t}
-    assert totals and not wrong, f"{prefix}: {wrong}"
-
-
 # ----------------------------------------------------------------------------- the rule a wrong answer breaks
 def _contract_rules(prefix):
-    from test_contract_doc import parse_contract
+    from nbhelpers import parse_contract
     return {rule for part in parse_contract()[NOTEBOOKS[prefix]].values() for rule in part["rules"]}
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[_id(c) for c in WRONG])
-def test_a_wrong_implementation_is_told_which_rule_it_breaks(case):
-    """What `check` shows for the first failing test: the visible line, or the label of the hidden rule (one of
-    docs/contract.md's for that notebook), found from the failing line as the grader finds it."""
+def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(case):
+    """The wrong implementation fails a test of its part; what `check` shows for the first failing test is the
+    visible line, or the label of the hidden rule (one of docs/contract.md's for that notebook), found from the
+    failing line as the grader finds it. (One run of the part per case.)"""
     from autograde.assignment import TestCell
     from autograde.outcomes import RULE_PREFIX
-    failure = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)[0]
+    failures = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)
+    assert failures, f"{case.prefix} {case.part}: passes every test although it is wrong: {case.what}"
+    print(f"{case.prefix} {case.part}: '{case.what}' fails {failures[0][0]}: {failures[0][1][:120]}")
+    failure = failures[0]
     test = TestCell(failure.grade_id, 1.0, dict(part_test_cells(case.prefix, case.part))[failure.grade_id])
     assert failure.line, f"{case.what}: no line of {failure.grade_id} in the traceback"
     if failure.line <= test.visible_lines:
