@@ -383,8 +383,9 @@ def write_csv(path, assignment, results):
 _WORKER = None
 # Worker processes start fresh (spawn), never forked: by the time the pool starts, this process has run the
 # preflight's kernel (a ZeroMQ context, asyncio loops, their threads), and a process forked from that inherits
-# them half-alive; with fork, about one class run in seven sat idle for the 120 s cell timeout after its last
-# cell. tests/test_autograde_units.py checks that a worker inherits no ZeroMQ context.
+# them half-alive, which ZeroMQ does not support. With fork, 3 of about 20 class runs with --jobs 2 sat idle for
+# 120 s after a submission's last cell (docs/classroom.md); that fork caused it is the likeliest reading, not a
+# proof. tests/test_autograde_units.py checks that a worker inherits no ZeroMQ context.
 START_METHOD = "spawn"
 
 
