@@ -36,6 +36,28 @@ class RecordingValidator(Validator):
         return self.executed
 
 
+class SavedOutputsValidator(RecordingValidator):
+    """nbgrader's Validator judging the outputs a notebook already holds (saved after a Run All), without
+    executing it again: the same verdicts (a graded cell whose output is an error fails; a changed locked
+    cell is reported) from one execution."""
+
+    def _preprocess(self, nb):
+        self.executed = nb
+        return nb
+
+
+# Solution notebooks executed in full mode earlier in this test run: {name: (saved notebook, Run All seconds)}.
+# tests/test_browser.py fills it (Run All in JupyterLab, then File > Save); tests/test_notebooks.py judges
+# those outputs instead of executing the notebook a second time, and executes it itself when it is absent.
+EXECUTED = {}
+
+
+def judge(path):
+    """(Validator results, the notebook) for a notebook whose outputs were saved by a run."""
+    validator = SavedOutputsValidator()
+    return validator.validate(str(path)), validator.executed
+
+
 def validate(path, cell_timeout=NOTEBOOK_SECONDS):
     """(Validator results, executed notebook, wall seconds) for one notebook."""
     validator = RecordingValidator(config=Config({"Execute": {"timeout": cell_timeout}}))

@@ -18,8 +18,11 @@ in place of the learner's copy); one browser page opens them one after another, 
   the set-up run again) it reports failure, with the solution success; nbgrader's Assignment List opens
   from the Nbgrader menu and lists the workspace's notebooks as downloaded.
 
-Kernels get SPECDEC_QUICK=1 (the smaller measurement sweeps). Nothing is written into solutions/ or
-notebooks/. Screenshots, the server log, per-notebook times (times.json) and, on failure, the executed
+Kernels run the notebooks in full mode, as a learner does: this Run All is the test run's one execution of
+each solution. The notebook is saved after it, and tests/test_notebooks.py judges those outputs with nbgrader's
+Validator and checks the 180 s budget on this Run All's time instead of executing the notebook again
+(SPECDEC_BROWSER_QUICK=1: the smaller measurement sweeps, and test_notebooks.py executes the solutions itself).
+Nothing is written into solutions/ or notebooks/. Screenshots, the server log, per-notebook times (times.json) and, on failure, the executed
 notebook go to tests/artifacts/browser/ (git-ignored). With SPECDEC_DOCS_SCREENSHOT=1 the run also
 refreshes docs/jupyterlab.png, the README's screenshot.
 
@@ -37,7 +40,7 @@ import pytest
 from autograde import NOTEBOOKS, REPO
 from autograde.release import publish
 from autograde.workspace import set_up
-from nbhelpers import ASSIGNMENTS, NOTEBOOK_SECONDS, read, solution_path
+from nbhelpers import ASSIGNMENTS, EXECUTED, NOTEBOOK_SECONDS, read, solution_path
 
 from browser import page as lab_page
 from browser.lab import CHROMIUM, LabServer, launch_browser
@@ -46,11 +49,11 @@ from browser.promises import figure_cells, widget_cells
 ARTIFACTS = REPO / "tests" / "artifacts" / "browser"
 DOCS_SCREENSHOT = REPO / "docs" / "jupyterlab.png"
 VIEWPORT = {"width": 1280, "height": 800}
-BUDGET_S = 300                  # the whole browser run, CI on 2 cores
-# kernels run the smaller measurement sweeps; SPECDEC_BROWSER_QUICK=0 times the full learner run
-QUICK = "0" if os.environ.get("SPECDEC_BROWSER_QUICK") == "0" else "1"
-# a notebook's Run All must finish within this (the full run, timed on a busy machine, gets longer)
-RUN_S = NOTEBOOK_SECONDS if QUICK == "1" else 4 * NOTEBOOK_SECONDS
+BUDGET_S = 900                  # the whole browser run (every solution's full Run All), CI on 2 cores: reported
+# full mode unless SPECDEC_BROWSER_QUICK=1 (the smaller measurement sweeps)
+QUICK = "1" if os.environ.get("SPECDEC_BROWSER_QUICK") == "1" else "0"
+# Run All is waited for this long; the 180 s budget of a full run is asserted by test_notebooks.py on its time
+RUN_S = NOTEBOOK_SECONDS if QUICK == "1" else 2 * NOTEBOOK_SECONDS
 
 _only = [n for n in os.environ.get("SPECDEC_BROWSER_NOTEBOOKS", "").split(",") if n]
 RUN = [n for n in ASSIGNMENTS if not _only or n in _only]
@@ -223,6 +226,12 @@ def test_solution_runs_in_jupyterlab_without_errors_and_shows_its_figures(name, 
         if name == EXPLORER:
             _move_explorer_slider(page, name, _explorer_cells(nb)[0], report)
         print(f"{name}: ran in {seconds:.1f} s in JupyterLab; figures in cells {promised}")
+        if QUICK == "0":            # the full run: keep its outputs for test_notebooks.py to judge
+            lab_page.save(page)
+            kept = ARTIFACTS / "executed" / f"{name}.ipynb"
+            kept.parent.mkdir(exist_ok=True)
+            shutil.copyfile(lab.root / rel, kept)
+            EXECUTED[name] = (kept, seconds)
         ok = True
     finally:
         if not ok:

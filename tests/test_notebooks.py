@@ -4,8 +4,8 @@ import nbformat
 import pytest
 
 from autograde.release import release
-from nbhelpers import (ASSIGNMENTS, NOTEBOOK_SECONDS, error_outputs, graded_code_cells, learner_path,
-                       read, solution_path, validate)
+from nbhelpers import (ASSIGNMENTS, EXECUTED, NOTEBOOK_SECONDS, error_outputs, graded_code_cells, judge,
+                       learner_path, read, solution_path, validate)
 
 
 def test_there_are_assignments():
@@ -15,11 +15,19 @@ def test_there_are_assignments():
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_solution_executes_and_passes_every_graded_test(name):
-    results, executed, seconds = validate(solution_path(name))
-    assert results == {}, f"{name}: nbgrader Validator reports {results}"
-    assert error_outputs(executed) == [], f"{name}: cells raised errors"
-    assert seconds < NOTEBOOK_SECONDS, f"{name} took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s"
-    print(f"{name}: solution validated in {seconds:.1f} s")
+    """In full mode, within the budget. Each solution executes once per test run: where the browser test ran
+    it (Run All in JupyterLab, full mode) this judges the outputs it saved; otherwise it executes it here."""
+    if name in EXECUTED:
+        path, seconds = EXECUTED[name]
+        results, executed = judge(path)
+        how = "Run All in JupyterLab (tests/test_browser.py), outputs judged by nbgrader's Validator"
+    else:
+        results, executed, seconds = validate(solution_path(name))
+        how = "executed by nbgrader's Validator"
+    assert results == {}, f"{name}: nbgrader Validator reports {results} ({how})"
+    assert error_outputs(executed) == [], f"{name}: cells raised errors ({how})"
+    assert seconds < NOTEBOOK_SECONDS, f"{name} took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s ({how})"
+    print(f"{name}: solution validated in {seconds:.1f} s, {how}")
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
@@ -81,3 +89,18 @@ def test_solution_executes_under_the_avx2_cap(name, monkeypatch):
     assert "AVX2 kernels" in printed or "DEFAULT kernels" in printed, f"{name}: the cap did not reach the kernel"
     assert seconds < NOTEBOOK_SECONDS, f"{name} under the AVX2 cap took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s"
     print(f"{name}: solution validated under the AVX2 cap in {seconds:.1f} s")
+
+
+def test_judging_saved_outputs_fails_a_graded_cell_that_holds_an_error(tmp_path):
+    """What the solution test relies on when the browser ran the notebook: nbgrader's Validator judges saved
+    outputs without executing, and an error in a graded cell's output is a failure."""
+    nb = read(solution_path("03_acceptance_math"))
+    path = tmp_path / "saved.ipynb"
+    nbformat.write(nb, str(path))
+    results, _ = judge(path)
+    assert results == {}, results
+    first = graded_code_cells(nb)[0]
+    first.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="rule: x", traceback=[])]
+    nbformat.write(nb, str(path))
+    results, _ = judge(path)
+    assert [f["source"] for f in results.get("failed", [])] == [first.source], results
