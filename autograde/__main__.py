@@ -98,7 +98,7 @@ def main(argv=None):
         result = check(args.notebook, sandboxed=False if args.no_sandbox else None,
                        cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout, quick=not args.full)
         return 0 if result is not None else 2
-    from autograde.classroom import grade_class
+    from autograde.grade_class import grade_class
     try:
         results, _, problems = grade_class(
             args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,

@@ -163,7 +163,7 @@ def run_record_path(folder, student, assignment, notebook):
 
 
 def write_run_record(folder, record):
-    """Save one run record (autograde.engine.SandboxedExecute writes it; the classroom adds `review`)."""
+    """Save one run record (autograde.engine.SandboxedExecute writes it; autograde.grade_class adds `review`)."""
     path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(record).encode())

@@ -9,7 +9,7 @@ from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
 from autograde import _kernel as guard
 from autograde.assignment import (hidden_names_used_elsewhere, is_locked_cell, load_assignment, nbgrader_meta,
                                   normalize, read_json_notebook, source_notebook)
-from autograde.classroom import discover
+from autograde.grade_class import discover
 from autograde.release import tool_env
 from autograde.scan import findings_in, scan
 
