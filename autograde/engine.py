@@ -33,8 +33,8 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograde import REPO, WORK, put_tools_on_path, sandbox, scan
-from autograde._kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
+from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
 from autograde.outcomes import read_run_record, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
@@ -116,7 +116,8 @@ class SandboxedExecute(Execute):
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
-    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/_kernel.py)").tag(config=True)
+    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/guard_kernel.py)").tag(
+        config=True)
     audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up
@@ -176,7 +177,7 @@ class SandboxedExecute(Execute):
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
-            # the kernel reads this and deletes it before any cell runs (autograde/_kernel.py)
+            # the kernel reads this and deletes it before any cell runs (autograde/guard_kernel.py)
             course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
             guard = {"key": self._key.hex(), "audit": self.audit,
                      "tests": {sha256(c.source): c.source for c in nb.cells if is_test_cell(c)},

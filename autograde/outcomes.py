@@ -9,7 +9,7 @@ from autograde import write_atomic
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
-# the guard's own message when a student's cell rebound what a locked cell defines (autograde/_kernel.py)
+# the guard's own message when a student's cell rebound what a locked cell defines (autograde/guard_kernel.py)
 REBOUND = re.compile(r"had rebound or changed what those cells define and the tests rely on: "
                      r"([A-Za-z0-9_., ()]+?)(?: \.\.\.)?(?: \(defined in [A-Za-z0-9_, -]+\))?\. The course's objects")
 # exception names the feedback may repeat (anything else is reported as "an exception")

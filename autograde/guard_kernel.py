@@ -3,7 +3,7 @@
 This file runs INSIDE the sandbox (it is bind-mounted read-only there and run as a script), so it
 imports nothing from the course.  Usage (written into the kernelspec by autograde.engine):
 
-    python _kernel.py -f CONNECTION_FILE      with env AUTOGRADE_GUARD_FILE=PATH
+    python guard_kernel.py -f CONNECTION_FILE     with env AUTOGRADE_GUARD_FILE=PATH
 
 PATH is a JSON file the grader wrote for this kernel alone; the kernel reads it and deletes it before
 any cell runs.  It holds the graded test cells' source (the grader sends each test cell as a one-line
