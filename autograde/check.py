@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
+from autograde import REPO, assignments, cache_dir, grading_sources, pipeline, sandbox, scan
+from autograde.course import Course
 from autograde.outcomes import audit_verdict
 from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 from autograde.workspace import resolve_notebook
@@ -95,8 +96,8 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         sandboxed = sandbox.bwrap_status()[0]
     work = Path(tempfile.mkdtemp(prefix="autograde-check-"))
     try:
-        course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
-                               notebook_timeout=notebook_timeout, quick=quick)
+        course = Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
+                        notebook_timeout=notebook_timeout, quick=quick)
         _prepared_gradebook(course, assignment.name)
         released = released_notebook(assignment)
         findings = scan.scan(nb, released)

@@ -23,7 +23,7 @@ NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced h
 
 class SanitizeFeedback(Preprocessor):
     enabled = Bool(True)
-    record_dir = Unicode("", help="where autograde.engine saved the run records").tag(config=True)
+    record_dir = Unicode("", help="where autograde.executor saved the run records").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})

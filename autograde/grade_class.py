@@ -34,9 +34,11 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import REPO, WORK, assignments, cache_dir, engine, grading_sources, pipeline, scan
+from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipeline, scan
 from autograde.assignment import (graded_part, identify, load_assignment, read_json_notebook, released_notebook,
                                   source_notebook)
+from autograde.course import Course
+from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
 from autograde.outcomes import audit_verdict, summary
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
@@ -439,7 +441,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         return 0.0
     work = Path(tempfile.mkdtemp(prefix="autograde-preflight-"))
     try:
-        course = engine.Course(work, **settings)
+        course = Course(work, **settings)
         course.prepare(assignment.name)
         released = released_notebook(assignment, course)
         solution = graded_part(nbformat.read(str(source_notebook(assignment.name)), as_version=4))
@@ -468,7 +470,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
 
 
 def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
-                notebook_timeout=engine.NOTEBOOK_SECONDS, memory_bytes=engine.MEMORY_BYTES, sandboxed=True,
+                notebook_timeout=NOTEBOOK_SECONDS, memory_bytes=MEMORY_BYTES, sandboxed=True,
                 quick=True, keep_flagged=False, jobs=1, check_solution=True, out=sys.stdout):
     """Grade every submission in `submissions`; returns (results, csv path, gradebook problems)."""
     from autograde import sandbox
@@ -485,7 +487,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
     if check_solution:
         preflight(assignment, out=out, **settings)
-    course = engine.Course(work, **settings)
+    course = Course(work, **settings)
     _refuse_own_folder(submissions, course, assignment)
     course.prepare(assignment_name)
     subs = discover(submissions, assignment, released_notebook(assignment, course))

@@ -1,7 +1,7 @@
 """The grading kernel: ipykernel with a guard around the graded test cells.
 
 This file runs INSIDE the sandbox (it is bind-mounted read-only there and run as a script), so it
-imports nothing from the course.  Usage (written into the kernelspec by autograde.engine):
+imports nothing from the course.  Usage (written into the kernelspec by autograde.executor):
 
     python guard_kernel.py -f CONNECTION_FILE     with env AUTOGRADE_GUARD_FILE=PATH
 
@@ -41,7 +41,7 @@ objects (``gc``), installs trace or profile hooks or another audit hook, swaps a
 defaults, or uses ``ctypes`` is refused (``PermissionError``) and recorded as tampering; reading frames
 (``sys._getframe``, ``inspect.stack``, a traceback's or generator's frame), ``exec``/``compile`` of its own
 strings, are recorded for review, and frame access is refused while a test runs.  The kernel sends the
-records to the grader after every cell (autograde.engine, status ``tampered`` or ``flagged``).
+records to the grader after every cell (autograde.executor, status ``tampered`` or ``flagged``).
 
 What it cannot do: student code runs in this same process, so code written against this guard can still
 reach objects the hook does not see; the grading tool also flags such code statically (autograde.scan).

@@ -48,7 +48,7 @@ def _error_outputs(cell):
 def outcomes(executed_nb, assignment, record):
     """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
 
-    `record` is the grader's run record (autograde.engine.SandboxedExecute): which cells timed out,
+    `record` is the grader's run record (autograde.executor.SandboxedExecute): which cells timed out,
     were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
     for those facts.
     """
@@ -163,7 +163,7 @@ def run_record_path(folder, student, assignment, notebook):
 
 
 def write_run_record(folder, record):
-    """Save one run record (autograde.engine.SandboxedExecute writes it; autograde.grade_class adds `review`)."""
+    """Save one run record (autograde.executor.SandboxedExecute writes it; autograde.grade_class adds `review`)."""
     path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(record).encode())

@@ -1,5 +1,5 @@
 """Unit tests of the grading tool's parts that need no kernel and no bubblewrap run: the sandbox's command
-line, the engine's run records, and the feedback a learner sees."""
+line, the executor's run records, and the feedback a learner sees."""
 
 import nbformat
 import pytest
@@ -83,8 +83,8 @@ def test_feedback_without_a_record_still_hides_every_output():
     assert "kernel said this" not in nbformat.writes(out)
 
 
-def test_the_engine_names_its_limits():
-    from autograde import engine
-    assert engine.SandboxedExecute.class_traits()["memory_bytes"].default_value == engine.MEMORY_BYTES
-    assert engine.SandboxedExecute.class_traits()["notebook_timeout"].default_value == engine.NOTEBOOK_SECONDS
-    assert not hasattr(engine, "RUNS"), "run records are files (autograde.outcomes), not module state"
+def test_the_executor_names_its_limits():
+    from autograde import executor
+    assert executor.SandboxedExecute.class_traits()["memory_bytes"].default_value == executor.MEMORY_BYTES
+    assert executor.SandboxedExecute.class_traits()["notebook_timeout"].default_value == executor.NOTEBOOK_SECONDS
+    assert not hasattr(executor, "RUNS"), "run records are files (autograde.outcomes), not module state"
