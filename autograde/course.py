@@ -17,7 +17,7 @@ from traitlets.config.loader import PyFileConfigLoader
 from autograde import REPO, WORK, put_tools_on_path
 from autograde.assignment import sha256
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS, SandboxedExecute
-from autograde.outcomes import read_run_record, write_run_record
+from autograde.records import read_run_record, write_run_record
 
 
 def load_course_config():

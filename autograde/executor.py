@@ -4,7 +4,7 @@
 converter): the student's kernel runs confined (autograde.sandbox), the graded test cells under the kernel's
 guard (autograde.guard_kernel), under a per-cell and a whole-notebook time limit and an output cap, and
 crashes or hangs no longer abort the notebook (the cells after the failure are marked "not run", and
-nbgrader saves the grades it has).  What happened goes into a run record (autograde.outcomes) that the
+nbgrader saves the grades it has).  What happened goes into a run record (autograde.records) that the
 outcomes and the feedback read.
 """
 import ast
@@ -31,7 +31,7 @@ from traitlets import Bool, Integer, List, Unicode
 from autograde import REPO, sandbox, scan
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
-from autograde.outcomes import write_run_record
+from autograde.records import write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
 warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks

@@ -13,7 +13,8 @@ from nbformat.v4 import new_markdown_cell
 from traitlets import Bool, Unicode
 
 from autograde.assignment import is_test_cell, load_assignment, nbgrader_meta
-from autograde.outcomes import outcomes, read_run_record, summary
+from autograde.outcomes import outcomes, summary
+from autograde.records import read_run_record
 
 NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
         "see them). Under each graded test you find its result: where a visible check failed, the line that "

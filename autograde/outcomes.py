@@ -1,11 +1,8 @@
 """What happened to each graded test cell in a run, from trusted facts only, and the sentence a learner
 may see about it."""
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from autograde import write_atomic
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
@@ -155,24 +152,3 @@ def audit_verdict(record):
     verdict = "tampered" if any(e.get("severity") == "tamper" for e in events) else "flagged"
     more = f" and {len(parts) - 4} more" if len(parts) > 4 else ""
     return verdict, "; ".join(parts[:4]) + more
-
-
-# ------------------------------------------------------------------------------------------ run records
-def run_record_path(folder, student, assignment, notebook):
-    return Path(folder) / str(student) / str(assignment) / f"{notebook}.json"
-
-
-def write_run_record(folder, record):
-    """Save one run record (autograde.executor.SandboxedExecute writes it; autograde.grade_class adds `review`)."""
-    path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(record).encode())
-    return path
-
-
-def read_run_record(folder, student, assignment, notebook):
-    """The run record of the last execution of this notebook, or {} if there is none."""
-    try:
-        return json.loads(run_record_path(folder, student, assignment, notebook).read_text())
-    except (OSError, ValueError):
-        return {}

@@ -7,7 +7,7 @@ import pytest
 from autograde import REPO, sandbox
 from autograde.assignment import load_assignment
 from autograde.feedback import NOTE, SanitizeFeedback
-from autograde.outcomes import read_run_record, run_record_path, write_run_record
+from autograde.records import read_run_record, run_record_path, write_run_record
 
 A = "01_decode_is_bandwidth_bound"
 
@@ -87,4 +87,4 @@ def test_the_executor_names_its_limits():
     from autograde import executor
     assert executor.SandboxedExecute.class_traits()["memory_bytes"].default_value == executor.MEMORY_BYTES
     assert executor.SandboxedExecute.class_traits()["notebook_timeout"].default_value == executor.NOTEBOOK_SECONDS
-    assert not hasattr(executor, "RUNS"), "run records are files (autograde.outcomes), not module state"
+    assert not hasattr(executor, "RUNS"), "run records are files (autograde.records), not module state"
