@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 from autograde import REPO, assignments, cache_dir, grading_sources, pipeline, sandbox, scan
+from autograde.assignment import identify, load_assignment, source_notebook
 from autograde.course import Course
+from autograde.notebook_io import read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict
-from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 from autograde.workspace import resolve_notebook
 
 STUDENT = "learner"

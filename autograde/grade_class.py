@@ -35,10 +35,10 @@ from pathlib import Path
 import nbformat
 
 from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipeline, scan
-from autograde.assignment import (graded_part, identify, load_assignment, read_json_notebook, released_notebook,
-                                  source_notebook)
+from autograde.assignment import identify, load_assignment, source_notebook
 from autograde.course import Course
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
+from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict, summary
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")

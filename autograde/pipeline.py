@@ -1,6 +1,6 @@
 """The one grading path that `check` (a learner) and `class` (an instructor) share.
 
-    submit()  repair the submission's nbgrader metadata (autograde.assignment.normalize) and write it
+    submit()  repair the submission's nbgrader metadata (autograde.repair.normalize) and write it
               where nbgrader expects it: COURSE/submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb;
     grade()   run nbgrader's autograde with the sandboxed kernel, then read back what happened: the
               kernel's run record, the outcome of each test cell, and the scores in the gradebook.
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from autograde.assignment import normalize
+from autograde.repair import normalize
 from autograde.outcomes import outcomes
 
 REASON_CHARS = 300            # a grader failure is reported in one line of at most this length

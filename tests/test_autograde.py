@@ -7,10 +7,12 @@ import pytest
 
 from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
 from autograde import guard_kernel
-from autograde.assignment import (hidden_names_used_elsewhere, is_locked_cell, load_assignment, nbgrader_meta,
-                                  normalize, read_json_notebook, source_notebook)
+from autograde.assignment import is_locked_cell, load_assignment, nbgrader_meta, source_notebook
 from autograde.grade_class import discover
+from autograde.lint import hidden_names_used_elsewhere
+from autograde.notebook_io import read_json_notebook
 from autograde.release import tool_env
+from autograde.repair import normalize
 from autograde.scan import findings_in, scan
 
 A = "01_decode_is_bandwidth_bound"

@@ -17,9 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autograde import assignments, pipeline, sandbox  # noqa: E402
-from autograde.assignment import load_assignment, released_notebook, source_notebook  # noqa: E402
+from autograde.assignment import load_assignment, source_notebook  # noqa: E402
 from autograde.check import _prepared_gradebook  # noqa: E402
 from autograde.course import Course  # noqa: E402
+from autograde.notebook_io import released_notebook  # noqa: E402
 
 
 def grade_once(name, audit):
