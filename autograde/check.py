@@ -139,10 +139,10 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
                 where = ": not run"
             print(f"  x {test.grade_id} ({test.what}){where}", file=out)
             print(f"    hint: {hint(part, outcome, timeout_s)}", file=out)
-        stop = record.get("stop")
+        stop = record.stop
         if stop:
             print(f"note: {stop['message']}", file=out)
-        for e in record.get("events", []):
+        for e in record.events:
             if e["kind"] == "timeout" and (not stop or e["message"] != stop["message"]):
                 print(f"note: {e['message']}", file=out)
         if findings:
@@ -153,7 +153,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             print(f"warning: the instructor's grader will mark this notebook {audited} and give it 0 until an "
                   f"instructor reviews it: while it ran, your code {what}; answers need none of this", file=out)
         wall = time.monotonic() - t0
-        run_s = record.get("seconds", 0.0)
+        run_s = record.seconds
         print(f"total: {total:g}/{assignment.points:g} points "
               f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)", file=out)
         return total, assignment.points

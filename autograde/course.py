@@ -140,7 +140,7 @@ class Course:
                                                              if c.cell_type == "code"})
 
     def run_record(self, assignment, student, notebook):
-        """The record the sandboxed kernel's run left (events, stop, seconds ...), or {} if none."""
+        """The RunRecord the sandboxed kernel's run left (events, stop, seconds ...); RunRecord() if none."""
         return read_run_record(self.records, student, assignment, notebook)
 
     def save_run_record(self, record):

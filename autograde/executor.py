@@ -31,7 +31,7 @@ from traitlets import Bool, Integer, List, Unicode
 from autograde import REPO, sandbox, scan
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
-from autograde.records import write_run_record
+from autograde.records import RunRecord, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
 warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks
@@ -120,8 +120,7 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         info = (resources or {}).get("nbgrader", {})
         key = (info.get("student", "?"), info.get("assignment", "?"), info.get("notebook", "?"))
-        self._record = {"student": key[0], "assignment": key[1], "notebook": key[2], "events": [], "stop": None,
-                        "sandbox": self.use_sandbox, "output_bytes": 0, "exit_code": None}
+        self._record = RunRecord(student=key[0], assignment=key[1], notebook=key[2], sandbox=self.use_sandbox)
         self._cell_timeout = self.timeout or 0
         self._t0 = time.monotonic()
         self._stopped = None
@@ -145,19 +144,19 @@ class SandboxedExecute(Execute):
             try:
                 nb, resources = super().preprocess(nb, resources, km)
             except Exception as exc:
-                if not self._record["events"] or self._record["stop"] is None:
+                if not self._record.events or self._record.stop is None:
                     self._event("error", max(self._current, 0),
                                 f"the grader could not run the notebook: {type(exc).__name__}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}")
                 raise
         finally:
-            self._record["seconds"] = round(time.monotonic() - self._t0, 2)
-            self._record["output_bytes"] = self._out_bytes
+            self._record.seconds = round(time.monotonic() - self._t0, 2)
+            self._record.output_bytes = self._out_bytes
             if getattr(self, "_log_file", None) is not None:
                 self._log_file.close()
             if self._cgroups is not None:
-                if self._cgroups.oom_killed() and self._record["stop"] and self._record["stop"]["kind"] == "crash":
-                    self._record["stop"]["message"] += " (out of memory: the sandbox's memory limit was reached)"
+                if self._cgroups.oom_killed() and self._record.stop and self._record.stop["kind"] == "crash":
+                    self._record.stop["message"] += " (out of memory: the sandbox's memory limit was reached)"
                 self._cgroups.remove()
             shutil.rmtree(self._run_dir, ignore_errors=True)
             if self.record_dir:
@@ -210,7 +209,7 @@ class SandboxedExecute(Execute):
             self._cgroups = sandbox.CgroupLimits(f"autograde-{uuid.uuid4().hex[:12]}",
                                                  int(self.memory_bytes * CGROUP_MEMORY_FACTOR), self.max_pids)
             cgroup_procs = self._cgroups.procs
-            self._record["cgroups"] = self._cgroups.active
+            self._record.cgroups = self._cgroups.active
         else:
             argv = [python, str(sandbox.KERNEL_SCRIPT), "-f", "{connection_file}", NO_HISTORY]
         sandbox.write_spec(run / "spec.json", argv=argv, limits=limits, cgroups=cgroup_procs,
@@ -254,11 +253,11 @@ class SandboxedExecute(Execute):
 
     # --------------------------------------------------------------------------------- execution
     def _event(self, kind, cell, message):
-        self._record["events"].append({"kind": kind, "cell": cell, "message": message})
+        self._record.events.append({"kind": kind, "cell": cell, "message": message})
 
     def _stop(self, kind, cell, message):
         self._stopped = message
-        self._record["stop"] = {"kind": kind, "cell": cell, "message": message}
+        self._record.stop = {"kind": kind, "cell": cell, "message": message}
         self._event(kind, cell, message)
 
     def _exit_cause(self):
@@ -271,7 +270,7 @@ class SandboxedExecute(Execute):
                 if rc is not None:
                     break
                 time.sleep(pause)
-        self._record["exit_code"] = rc
+        self._record.exit_code = rc
         if rc is None:
             return ""
         if rc < 0:
@@ -343,7 +342,7 @@ class SandboxedExecute(Execute):
         if is_locked_cell(cell) and self._errors.get(index):
             err = self._errors[index][0]
             first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_LINE_CHARS]
-            self._record.setdefault("locked_errors", []).append(
+            self._record.locked_errors.append(
                 {"cell": index, "grade_id": nbgrader_meta(cell).get("grade_id", "?"), "ename": str(err.get("ename")),
                  "evalue": first, "after_student_code": self._student_ran})
         elif not is_test_cell(cell) and sha256(cell.source) not in self._course_code:
@@ -363,7 +362,7 @@ class SandboxedExecute(Execute):
                 if isinstance(verdict, dict):
                     self._evidence[cell_index] = verdict
             if AUDIT_MIME in data:
-                kept = self._record.setdefault("audit", [])
+                kept = self._record.audit
                 for event in json.loads(data[AUDIT_MIME]):
                     if len(kept) >= AUDIT_EVENTS_KEPT or not isinstance(event, dict):
                         break

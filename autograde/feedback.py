@@ -14,7 +14,7 @@ from traitlets import Bool, Unicode
 
 from autograde.assignment import is_test_cell, load_assignment, nbgrader_meta
 from autograde.outcomes import outcomes, summary
-from autograde.records import read_run_record
+from autograde.records import RunRecord, read_run_record
 
 NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
         "see them). Under each graded test you find its result: where a visible check failed, the line that "
@@ -29,7 +29,7 @@ class SanitizeFeedback(Preprocessor):
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         record = read_run_record(self.record_dir, info.get("student"), info.get("assignment"),
-                                 info.get("notebook")) if self.record_dir else {}
+                                 info.get("notebook")) if self.record_dir else RunRecord()
         try:
             assignment = load_assignment(info.get("assignment"))
         except (ValueError, OSError, TypeError):
@@ -47,6 +47,6 @@ class SanitizeFeedback(Preprocessor):
             else:
                 cell.outputs = []
         nb.cells.insert(0, new_markdown_cell(NOTE))
-        if record.get("review"):
-            nb.cells.insert(0, new_markdown_cell(f"**Flagged for review.** {record['review']}"))
+        if record.review:
+            nb.cells.insert(0, new_markdown_cell(f"**Flagged for review.** {record.review}"))
         return nb, resources

@@ -40,6 +40,7 @@ from autograde.course import Course
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
 from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict, summary
+from autograde.records import RunRecord
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
@@ -266,7 +267,7 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
             out = (results or {}).get(test.grade_id)
             if out is None:
                 continue
-            stop_kind = ((record or {}).get("stop") or {}).get("kind", "crash")
+            stop_kind = ((record.stop if record else None) or {}).get("kind", "crash")
             statuses.append({"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
                             or ("tampered" if out.ename == "GraderIntegrityError" else "ok"))
             if not out.passed:
@@ -307,10 +308,10 @@ def grade_one(course, assignment, sub, keep_flagged=False):
         return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=graded.log)
     notes += graded.locked_notes
     status = "ok"
-    stop = record.get("stop")
+    stop = record.stop
     if stop:
         notes.append(stop["message"])
-    for e in record.get("events", []):
+    for e in record.events:
         if e["kind"] in ("timeout", "output") and (not stop or e["message"] != stop["message"]):
             notes.append(e["message"])
     review = []
@@ -329,14 +330,14 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     grades = pipeline.scores(course, assignment, sub.student)
     rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
     if status in ("flagged", "tampered") and review:
-        record["review"] = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
+        record.review = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
                             "reviews it.")
         course.save_run_record(record)           # the feedback reads it
     ok_fb, fb_log = course.feedback(assignment.name, sub.student)
     if not ok_fb:
-        notes.append("feedback failed: " + pipeline.failure_reason(fb_log, {}))
+        notes.append("feedback failed: " + pipeline.failure_reason(fb_log, RunRecord()))
     r = _result(sub, status, "; ".join(dict.fromkeys(n for n in notes if n)), rows, t0)
-    r.execute_s = float(record.get("seconds", 0.0))
+    r.execute_s = float(record.seconds)
     return r
 
 
@@ -452,7 +453,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
             failed = [(assignment.test(g), o) for g, o in graded.results.items() if not o.passed]
             problem = (f"it scores {graded.points:g}/{assignment.points:g}; "
                        + "; ".join(f"{t.grade_id}: {summary(t, o)}" for t, o in failed[:3]).replace("\n    ", " | "))
-            errors = graded.record.get("locked_errors", [])
+            errors = graded.record.locked_errors
             if errors:
                 problem += "; " + "; ".join(f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}"
                                             for e in errors[:3])

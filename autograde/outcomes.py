@@ -45,15 +45,15 @@ def _error_outputs(cell):
 def outcomes(executed_nb, assignment, record):
     """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
 
-    `record` is the grader's run record (autograde.executor.SandboxedExecute): which cells timed out,
+    `record` is the grader's RunRecord (autograde.records, written by autograde.executor.SandboxedExecute): which cells timed out,
     were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
     for those facts.
     """
     cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
-    timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
+    timeouts = {e["cell"] for e in record.events if e["kind"] == "timeout"}
     # the grader's own verdict (no signed pass from the kernel's guard): trusted, unlike the kernel's messages
-    unsigned = {e["cell"]: e["message"] for e in record.get("events", []) if e["kind"] == "tampered"}
-    stop = record.get("stop") or {}
+    unsigned = {e["cell"]: e["message"] for e in record.events if e["kind"] == "tampered"}
+    stop = record.stop or {}
     result = {}
     for test in assignment.tests:
         if test.grade_id not in cells:
@@ -139,7 +139,7 @@ def audit_verdict(record):
     trace, profile or audit hook, swapped a function's code, used ctypes, replaced a module or the grader's
     own code); flagged: it did what honest debugging code can do but a cheat needs (read frames, ran code it
     compiled itself), for an instructor to review."""
-    events = record.get("audit") or []
+    events = record.audit
     if not events:
         return "", ""
     seen = {}

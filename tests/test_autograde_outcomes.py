@@ -4,6 +4,7 @@ import nbformat
 
 from autograde.assignment import Assignment, Part, TestCell
 from autograde.outcomes import outcomes, summary
+from autograde.records import RunRecord
 
 SOURCE = '''"""f: the identity on integers; ValueError naming x for a negative x."""
 assert f(1) == 1, f"f(1) should be 1, got {f(1)}"
@@ -41,28 +42,28 @@ def test_the_rules_of_a_test_are_its_hidden_labels():
 
 
 def test_a_failing_hidden_assert_names_its_rule():
-    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("hidden", "other inputs: f is the identity")
     assert "check this rule: other inputs: f is the identity" in summary(TEST, out)
 
 
 def test_an_exception_inside_the_answer_is_labelled_by_the_statement_that_checks_it():
-    out = outcomes(_executed("TypeError", "unsupported operand", 6), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("TypeError", "unsupported operand", 6), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "other inputs: f is the identity"
-    out = outcomes(_executed("TypeError", "bad operand", 9), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("TypeError", "bad operand", 9), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "bad input: a negative x must raise ValueError"
 
 
 def test_a_message_the_students_code_wrote_is_never_repeated():
     """A student's function may raise AssertionError("rule: <the hidden input>"): only the test's own labels
     are shown, so the label comes from the failing line instead."""
-    out = outcomes(_executed("AssertionError", "rule: 12345", 6), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: 12345", 6), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "other inputs: f is the identity"
     text = summary(TEST, out)
     assert "12345" not in text and "SECRET" not in text and "67890" not in text
 
 
 def test_a_visible_failure_shows_the_visible_line_and_no_rule():
-    out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("visible", "")
     assert "assert f(1) == 1" in summary(TEST, out)

@@ -7,7 +7,7 @@ import pytest
 from autograde import REPO, sandbox
 from autograde.assignment import load_assignment
 from autograde.feedback import NOTE, SanitizeFeedback
-from autograde.records import read_run_record, run_record_path, write_run_record
+from autograde.records import RunRecord, read_run_record, run_record_path, write_run_record
 
 A = "01_decode_is_bandwidth_bound"
 
@@ -40,14 +40,21 @@ def test_the_sandbox_refuses_to_build_a_command_without_bubblewrap(tmp_path, mon
 
 # ------------------------------------------------------------------------------------ run records
 def test_a_run_record_round_trips_and_a_missing_one_is_empty(tmp_path):
-    record = {"student": "ada", "assignment": A, "notebook": A, "events": [{"kind": "timeout", "cell": 3,
-                                                                            "message": "m"}], "stop": None}
+    record = RunRecord(student="ada", assignment=A, notebook=A,
+                       events=[{"kind": "timeout", "cell": 3, "message": "m"}], seconds=1.5)
     path = write_run_record(tmp_path, record)
     assert path == run_record_path(tmp_path, "ada", A, A) and path.exists()
     assert read_run_record(tmp_path, "ada", A, A) == record
-    assert read_run_record(tmp_path, "bob", A, A) == {}
+    assert read_run_record(tmp_path, "bob", A, A) == RunRecord()
     path.write_text("{not json")
-    assert read_run_record(tmp_path, "ada", A, A) == {}
+    assert read_run_record(tmp_path, "ada", A, A) == RunRecord()
+
+
+def test_a_run_record_reads_a_file_with_fewer_or_unknown_fields():
+    """A record written by another version of the grader still reads: missing fields get their defaults."""
+    record = RunRecord.from_dict({"student": "ada", "stop": {"kind": "crash", "cell": 2, "message": "m"},
+                                  "not_a_field": 1})
+    assert (record.student, record.stop["kind"], record.events, record.review) == ("ada", "crash", [], "")
 
 
 # ---------------------------------------------------------------------------------------- feedback
@@ -62,8 +69,7 @@ def test_feedback_shows_trusted_results_and_no_output_or_hidden_text(tmp_path):
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename="AssertionError", evalue="rule: SECRET-VALUE 12345",
                 traceback=[f"autograde: test cell line {test.visible_lines + 3}", "AssertionError: x"]))
-    write_run_record(tmp_path, {"student": "ada", "assignment": A, "notebook": A, "events": [], "stop": None,
-                                "review": "Flagged because of a test."})
+    write_run_record(tmp_path, RunRecord(student="ada", assignment=A, notebook=A, review="Flagged because of a test."))
     pre = SanitizeFeedback(record_dir=str(tmp_path))
     out, _ = pre.preprocess(nb, {"nbgrader": {"student": "ada", "assignment": A, "notebook": A}})
     text = nbformat.writes(out)

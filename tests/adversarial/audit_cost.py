@@ -37,9 +37,9 @@ def grade_once(name, audit):
         graded = pipeline.grade(course, assignment, "solution", released)
         if not graded.ok:
             raise RuntimeError(f"{name}: {graded.reason}")
-        if graded.record.get("audit"):
-            raise RuntimeError(f"{name}: the audit hook recorded the solution: {graded.record['audit']}")
-        return float(graded.record["seconds"]), graded.points, assignment.points
+        if graded.record.audit:
+            raise RuntimeError(f"{name}: the audit hook recorded the solution: {graded.record.audit}")
+        return float(graded.record.seconds), graded.points, assignment.points
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
