@@ -30,7 +30,7 @@ from traitlets import Bool, Integer, List, Unicode
 
 from autograde import REPO, sandbox, scan
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
-from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
+from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
 from autograde.records import RunRecord, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
@@ -57,6 +57,7 @@ ERROR_LINE_CHARS = 200                # a locked cell's error, as the run record
 EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
 LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
 AUDIT_EVENTS_KEPT = 50                # of the guard's audit records per notebook (the first ones)
+REBOUND_NAMES_KEPT = 50               # of the names the guard says a student's cell rebound, per test cell
 # modules the course's cells import that the kernel imports before any student code (so that a student's
 # cell cannot put a stand-in in sys.modules first); not the display stack, which the kernel sets up itself
 NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
@@ -81,6 +82,15 @@ def imported_modules(sources):
                 parts = name.split(".")
                 names += [".".join(parts[:i + 1]) for i in range(len(parts))]
     return [n for n in dict.fromkeys(names) if n.split(".")[0] not in NOT_PREIMPORTED]
+
+
+def guard_rebound(content):
+    """What the guard says a student's cell rebound, from the structured field of a test cell's error message
+    (autograde.guard_kernel.error_content): a list of names, or [] (another failure, or no guard's field)."""
+    names = content.get(REBOUND_FIELD)
+    if content.get("ename") != "GraderIntegrityError" or not isinstance(names, list):
+        return []
+    return [str(name)[:ERROR_LINE_CHARS] for name in names[:REBOUND_NAMES_KEPT]]
 
 
 def _error_output(ename, evalue):
@@ -394,6 +404,9 @@ class SandboxedExecute(Execute):
                 out.traceback = [str(line)[:ERROR_TEXT_CHARS]
                                  for line in list(out.get("traceback", []))[:TRACEBACK_LINES]]
                 self._errors.setdefault(cell_index, []).append(out)
+            names = guard_rebound(msg.get("content") or {}) if cell_index in self._test_cells else []
+            if names and not any(r["cell"] == cell_index for r in self._record.rebound):
+                self._record.rebound.append({"cell": cell_index, "names": names})
             return out
         content = msg.get("content", {})
         size = len(content.get("text", "")) + sum(len(str(v)) for v in (content.get("data") or {}).values())

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
-# the guard's own message when a student's cell rebound what a locked cell defines (autograde/guard_kernel.py)
-REBOUND = re.compile(r"had rebound or changed what those cells define and the tests rely on: "
-                     r"([A-Za-z0-9_., ()]+?)(?: \.\.\.)?(?: \(defined in [A-Za-z0-9_, -]+\))?\. The course's objects")
+REBOUND_NAMES_SHOWN = 8        # of what a student's cell rebound, named in the outcome (as the guard's message)
 # exception names the feedback may repeat (anything else is reported as "an exception")
 KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
 KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
@@ -54,6 +52,8 @@ def outcomes(executed_nb, assignment, record):
     # the grader's own verdict (no signed pass from the kernel's guard): trusted, unlike the kernel's messages
     unsigned = {e["cell"]: e["message"] for e in record.events if e["kind"] == "tampered"}
     stop = record.stop or {}
+    # what the guard says a student's cell rebound (its structured field, never its message's wording)
+    rebound_at = {r["cell"]: r["names"] for r in record.rebound}
     result = {}
     for test in assignment.tests:
         if test.grade_id not in cells:
@@ -89,7 +89,9 @@ def outcomes(executed_nb, assignment, record):
         if line:
             region = "visible" if line <= test.visible_lines else "hidden"
         evalue = str(err.get("evalue", ""))
-        rebound = REBOUND.search(evalue) if ename == "GraderIntegrityError" else None
+        rebound = ""
+        if ename == "GraderIntegrityError":
+            rebound = ", ".join(rebound_at.get(index, [])[:REBOUND_NAMES_SHOWN])
         rule = ""
         if region == "hidden" and not rebound:
             # the message is the kernel's (student-influenced): it is used only when it is one of the test's
@@ -98,7 +100,7 @@ def outcomes(executed_nb, assignment, record):
             rule = said if said in test.rules else test.rule_at(line)
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
                                         line=line, region=region, evalue=evalue[:500],
-                                        rebound=rebound.group(1) if rebound else "", rule=rule)
+                                        rebound=rebound, rule=rule)
     return result
 
 

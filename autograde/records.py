@@ -28,6 +28,9 @@ class RunRecord:
     locked_errors: list = field(default_factory=list)
     # the guard's audit records: {severity: tamper|flag, what, cell, while_cell, during_test, refused}
     audit: list = field(default_factory=list)
+    # test cells the guard failed because code outside the locked cells had rebound or changed what those cells
+    # define: {cell, names}, from the guard's structured field (autograde.guard_kernel.Failure.rebound)
+    rebound: list = field(default_factory=list)
     review: str = ""                              # why the submission waits for an instructor's review
 
     def to_dict(self):

@@ -76,6 +76,27 @@ def test_the_message_names_what_was_rebound_and_where_it_was_defined():
     assert "greedy_generate" in failure[1] and "(defined in setup)" in failure[1], failure
 
 
+def test_the_guard_writes_what_was_rebound_in_a_structured_field():
+    """The grader's verdict reads the guard's `rebound` field (sent beside the message in the kernel's error
+    content), never the message: it names what was rebound before or while the test ran, and is empty for
+    every other failure."""
+    ns, locked = _notebook("greedy_generate = None\nlimits.append(4)")
+    failure = guard_kernel.run_test_cell("pass", ns, locked)
+    assert failure.rebound == ["greedy_generate", "limits (its contents)"], failure
+    content = guard_kernel.error_content(failure)
+    assert content[guard_kernel.REBOUND_FIELD] == failure.rebound
+    assert (content["ename"], content["evalue"]) == ("GraderIntegrityError", failure[1])
+    assert content["traceback"] == ["autograde: test cell line 0", f"GraderIntegrityError: {failure[1]}"]
+    student = "def answer():\n    global greedy_generate\n    greedy_generate = print\n    return 1\n"
+    ns, locked = _notebook(student)
+    failure = guard_kernel.run_test_cell("assert answer() == 1", ns, locked)
+    assert "While this test ran" in failure[1] and failure.rebound == ["greedy_generate"], failure
+    ns, locked = _notebook("")
+    failure = guard_kernel.run_test_cell("assert limits == [0], 'rule: data'", ns, locked)
+    assert failure == ("AssertionError", "rule: data", 1) and failure.rebound == []
+    assert guard_kernel.error_content(failure)[guard_kernel.REBOUND_FIELD] == []
+
+
 def test_rebinding_while_a_test_runs_fails_that_test():
     student = "def answer():\n    global greedy_generate\n    greedy_generate = print\n    return 1\n"
     ns, locked = _notebook(student)

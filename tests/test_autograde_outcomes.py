@@ -1,7 +1,10 @@
 """Outcomes of graded test cells (autograde/outcomes.py) and the rule labels of hidden tests, without a kernel:
 a failing hidden assertion tells the learner which rule broke, never the hidden inputs or expected values."""
+import builtins
+
 import nbformat
 
+from autograde import executor, guard_kernel
 from autograde.assignment import Assignment, Part, TestCell
 from autograde.outcomes import outcomes, summary
 from autograde.records import RunRecord
@@ -67,3 +70,45 @@ def test_a_visible_failure_shows_the_visible_line_and_no_rule():
     out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("visible", "")
     assert "assert f(1) == 1" in summary(TEST, out)
+
+
+def _guard_failure(student):
+    """The guard's failure of test_f after a locked cell bound `limits` and the student's cell ran, in-process."""
+    locked = guard_kernel.LockedBindings(packages=("specdec",))
+    ns = {"__builtins__": builtins}
+    before = locked.before_locked_cell(ns)
+    exec("limits = [1, 2, 3]", ns)
+    locked.after_locked_cell("limits = [1, 2, 3]", ns, before, "setup")
+    exec(student, ns)
+    return guard_kernel.run_test_cell("pass", ns, locked)
+
+
+def _outcome_of(failure):
+    """The outcome the grader gives a test cell whose kernel sent this failure: its error content goes into the
+    notebook (ename, evalue, traceback) and, through the executor, into the run record."""
+    content = guard_kernel.error_content(failure)
+    names = executor.guard_rebound(content)
+    record = RunRecord(rebound=[{"cell": 0, "names": names}] if names else [])
+    return outcomes(_executed(content["ename"], content["evalue"], failure[2]), ASSIGNMENT, record)["test_f"]
+
+
+def test_the_rebound_verdict_does_not_depend_on_the_guards_wording(monkeypatch):
+    """The guard's message is for people: reworded, the outcome (and what the learner is told) is the same,
+    because the verdict comes from the structured field the guard sends beside it."""
+    plain = _outcome_of(_guard_failure("limits = [9]"))
+    assert (plain.kind, plain.ename, plain.rebound) == ("failed", "GraderIntegrityError", "limits"), plain
+    monkeypatch.setattr(guard_kernel.LockedBindings, "message",
+                        lambda self, changed, when: "Something else entirely, in other words.")
+    reworded = _outcome_of(_guard_failure("limits = [9]"))
+    assert reworded.evalue == "Something else entirely, in other words."
+    assert {**vars(reworded), "evalue": ""} == {**vars(plain), "evalue": ""}
+    assert summary(TEST, reworded) == summary(TEST, plain)
+
+
+def test_the_guards_message_alone_is_not_a_rebound_verdict():
+    """The guard's own wording, without its structured field (any kernel could print it), names nothing."""
+    message = guard_kernel.LOCKED.message(["limits"], "Before this test")
+    out = outcomes(_executed("GraderIntegrityError", message, 0), ASSIGNMENT, RunRecord())["test_f"]
+    assert (out.kind, out.ename, out.rebound) == ("failed", "GraderIntegrityError", "")
+    record = RunRecord(rebound=[{"cell": 0, "names": ["limits"]}])
+    assert outcomes(_executed("AssertionError", "x", 2), ASSIGNMENT, record)["test_f"].rebound == ""

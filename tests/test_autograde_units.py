@@ -57,6 +57,16 @@ def test_a_run_record_reads_a_file_with_fewer_or_unknown_fields():
     assert (record.student, record.stop["kind"], record.events, record.review) == ("ada", "crash", [], "")
 
 
+def test_the_executor_keeps_the_guards_rebound_field_of_an_integrity_failure_only():
+    from autograde import executor
+    from autograde.guard_kernel import REBOUND_FIELD
+    content = {"ename": "GraderIntegrityError", "evalue": "reworded at will", REBOUND_FIELD: ["limits", "x" * 999]}
+    assert executor.guard_rebound(content) == ["limits", "x" * executor.ERROR_LINE_CHARS]
+    assert executor.guard_rebound({**content, "ename": "AssertionError"}) == []
+    assert executor.guard_rebound({**content, REBOUND_FIELD: "limits"}) == []
+    assert executor.guard_rebound({"ename": "GraderIntegrityError", "evalue": "no field"}) == []
+
+
 # ---------------------------------------------------------------------------------------- feedback
 def test_feedback_shows_trusted_results_and_no_output_or_hidden_text(tmp_path):
     nb = nbformat.read(str(REPO / "solutions" / A / f"{A}.ipynb"), as_version=4)
