@@ -13,7 +13,8 @@ from nbformat.v4 import new_markdown_cell
 from traitlets import Bool, Unicode
 
 from autograde.assignment import is_test_cell, load_assignment, nbgrader_meta
-from autograde.outcomes import outcomes, summary
+from autograde.explain import explain
+from autograde.outcomes import outcomes
 from autograde.records import RunRecord, read_run_record
 
 NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
@@ -42,7 +43,7 @@ class SanitizeFeedback(Preprocessor):
             if is_test_cell(cell) and assignment is not None:
                 gid = nbgrader_meta(cell).get("grade_id")
                 test, outcome = assignment.test(gid), results.get(gid)
-                text = summary(test, outcome) if test and outcome else "graded"
+                text = explain(test, outcome).summary if test and outcome else "graded"
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=f"autograder: {text}\n")]
             else:
                 cell.outputs = []

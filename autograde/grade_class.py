@@ -38,8 +38,9 @@ from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipel
 from autograde.assignment import identify, load_assignment, source_notebook
 from autograde.course import Course
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
+from autograde.explain import explain
 from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
-from autograde.outcomes import audit_verdict, summary
+from autograde.outcomes import audit_verdict
 from autograde.records import RunRecord
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
@@ -271,7 +272,7 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
             statuses.append({"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
                             or ("tampered" if out.ename == "GraderIntegrityError" else "ok"))
             if not out.passed:
-                notes.append(f"{test.grade_id}: {summary(test, out)}".replace("\n    ", " | "))
+                notes.append(f"{test.grade_id}: {explain(test, out).summary}".replace("\n    ", " | "))
         part_status = notebook_status if notebook_status != "ok" else worst(statuses)
         ungraded = notebook_status == "error"
         rows.append({"part": f"{part.label}: {part.title}" if part.title else part.label,
@@ -452,7 +453,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         if not problem and graded.points < assignment.points:
             failed = [(assignment.test(g), o) for g, o in graded.results.items() if not o.passed]
             problem = (f"it scores {graded.points:g}/{assignment.points:g}; "
-                       + "; ".join(f"{t.grade_id}: {summary(t, o)}" for t, o in failed[:3]).replace("\n    ", " | "))
+                       + "; ".join(f"{t.grade_id}: {explain(t, o).summary}" for t, o in failed[:3]).replace("\n    ", " | "))
             errors = graded.record.locked_errors
             if errors:
                 problem += "; " + "; ".join(f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}"

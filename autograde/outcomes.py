@@ -1,11 +1,12 @@
-"""What happened to each graded test cell in a run, from trusted facts only, and the sentence a learner
-may see about it."""
+"""What happened to each graded test cell in a run, from trusted facts only (autograde.explain says it in
+words), and what the guard's audit records say about the run."""
 import re
 from dataclasses import dataclass
 
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
+KINDS = ("passed", "failed", "timeout", "not_run", "crash", "missing")   # Outcome.kind; autograde.explain has each
 REBOUND_NAMES_SHOWN = 8        # of what a student's cell rebound, named in the outcome (as the guard's message)
 # exception names the feedback may repeat (anything else is reported as "an exception")
 KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
@@ -18,7 +19,7 @@ StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError Cel
 class Outcome:
     """What happened to one graded test cell, from trusted facts only.
 
-    kind: passed | failed | timeout | not_run | crash | missing
+    kind: one of KINDS: passed | failed | timeout | not_run | crash | missing
     line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
     """
     grade_id: str
@@ -102,36 +103,6 @@ def outcomes(executed_nb, assignment, record):
                                         line=line, region=region, evalue=evalue[:500],
                                         rebound=rebound, rule=rule)
     return result
-
-
-def summary(test, outcome, points=None):
-    """One trusted sentence about a test cell, safe to show a learner (no hidden source, no kernel text)."""
-    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
-    if outcome.kind == "passed":
-        return f"passed{pts}"
-    if outcome.kind == "failed":
-        if outcome.rebound:
-            return (f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked "
-                    f"cells define and the tests rely on; the course's version was put back and this test counts "
-                    f"as failed (give your own helpers new names)")
-        if outcome.region == "visible":
-            return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
-                    f"{test.line(outcome.line)}")
-        if outcome.region == "hidden" and outcome.rule:
-            return f"failed{pts}: {outcome.ename} in the hidden tests, which check this rule: {outcome.rule}"
-        if outcome.region == "hidden":
-            return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
-                    f"not shown: other models, hardware, random values, bad input)")
-        if outcome.note:
-            return f"failed{pts}: {outcome.note}"
-        return f"failed{pts}: {outcome.ename}"
-    if outcome.kind == "timeout":
-        return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
-    if outcome.kind == "crash":
-        return f"failed{pts}: the kernel died while this test ran"
-    if outcome.kind == "not_run":
-        return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
-    return f"failed{pts}: {outcome.note}"
 
 
 def audit_verdict(record):

@@ -1,12 +1,14 @@
-"""Outcomes of graded test cells (autograde/outcomes.py) and the rule labels of hidden tests, without a kernel:
+"""Outcomes of graded test cells (autograde/outcomes.py), what is said about them (autograde/explain.py) and the rule labels of hidden tests, without a kernel:
 a failing hidden assertion tells the learner which rule broke, never the hidden inputs or expected values."""
 import builtins
 
 import nbformat
+import pytest
 
 from autograde import executor, guard_kernel
 from autograde.assignment import Assignment, Part, TestCell
-from autograde.outcomes import outcomes, summary
+from autograde.explain import explain
+from autograde.outcomes import KINDS, Outcome, outcomes
 from autograde.records import RunRecord
 
 SOURCE = '''"""f: the identity on integers; ValueError naming x for a negative x."""
@@ -47,7 +49,7 @@ def test_the_rules_of_a_test_are_its_hidden_labels():
 def test_a_failing_hidden_assert_names_its_rule():
     out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("hidden", "other inputs: f is the identity")
-    assert "check this rule: other inputs: f is the identity" in summary(TEST, out)
+    assert "check this rule: other inputs: f is the identity" in explain(TEST, out).summary
 
 
 def test_an_exception_inside_the_answer_is_labelled_by_the_statement_that_checks_it():
@@ -62,14 +64,14 @@ def test_a_message_the_students_code_wrote_is_never_repeated():
     are shown, so the label comes from the failing line instead."""
     out = outcomes(_executed("AssertionError", "rule: 12345", 6), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "other inputs: f is the identity"
-    text = summary(TEST, out)
+    text = explain(TEST, out).summary
     assert "12345" not in text and "SECRET" not in text and "67890" not in text
 
 
 def test_a_visible_failure_shows_the_visible_line_and_no_rule():
     out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("visible", "")
-    assert "assert f(1) == 1" in summary(TEST, out)
+    assert "assert f(1) == 1" in explain(TEST, out).summary
 
 
 def _guard_failure(student):
@@ -102,7 +104,7 @@ def test_the_rebound_verdict_does_not_depend_on_the_guards_wording(monkeypatch):
     reworded = _outcome_of(_guard_failure("limits = [9]"))
     assert reworded.evalue == "Something else entirely, in other words."
     assert {**vars(reworded), "evalue": ""} == {**vars(plain), "evalue": ""}
-    assert summary(TEST, reworded) == summary(TEST, plain)
+    assert explain(TEST, reworded) == explain(TEST, plain)
 
 
 def test_the_guards_message_alone_is_not_a_rebound_verdict():
@@ -112,3 +114,43 @@ def test_the_guards_message_alone_is_not_a_rebound_verdict():
     assert (out.kind, out.ename, out.rebound) == ("failed", "GraderIntegrityError", "")
     record = RunRecord(rebound=[{"cell": 0, "names": ["limits"]}])
     assert outcomes(_executed("AssertionError", "x", 2), ASSIGNMENT, record)["test_f"].rebound == ""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_outcome_kind_has_an_explanation(kind):
+    said = explain(TEST, Outcome("test_f", kind, note="the notebook stopped at cell 3"), ASSIGNMENT.parts[0],
+                   timeout_s=30)
+    assert said.summary.startswith("passed" if kind == "passed" else ("not run" if kind == "not_run" else "failed"))
+    assert bool(said.hint) == (kind != "passed"), said
+
+
+FAILURES = {       # every cause a failed test can have, as outcomes() reports it
+    "visible assertion": dict(ename="AssertionError", line=2, region="visible"),
+    "hidden rule": dict(ename="AssertionError", line=7, region="hidden", rule="other inputs: f is the identity"),
+    "hidden, no rule": dict(ename="TypeError", line=5, region="hidden"),
+    "not implemented": dict(ename="NotImplementedError", line=2, region="visible"),
+    "undefined name": dict(ename="NameError", line=2, region="visible"),
+    "rebound": dict(ename="GraderIntegrityError", rebound="limits"),
+    "integrity": dict(ename="GraderIntegrityError", note="the grader received no signed verdict"),
+    "other exception": dict(ename="Exception"),
+}
+
+
+@pytest.mark.parametrize("cause", FAILURES)
+def test_every_cause_of_a_failure_has_a_summary_without_the_kernels_text_and_a_hint(cause):
+    out = Outcome("test_f", "failed", evalue="SECRET kernel text", **FAILURES[cause])
+    said = explain(TEST, out, ASSIGNMENT.parts[0], points=0.0, timeout_s=30)
+    assert said.summary.startswith("failed (0/2 points): ") and said.hint, said
+    assert "SECRET" not in said.summary and "12345" not in said.summary
+
+
+def test_check_and_the_feedback_say_the_same_cases():
+    """The feedback's sentence, the hint and where `check` says the test stopped come from one explanation."""
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT,
+                   RunRecord())["test_f"]
+    said = explain(TEST, out, ASSIGNMENT.parts[0])
+    assert said.where == " in the hidden tests: rule: other inputs: f is the identity"
+    assert said.summary.endswith("which check this rule: other inputs: f is the identity")
+    assert said.hint.startswith("f() breaks a rule that Part A states")
+    with pytest.raises(ValueError, match="no explanation"):
+        explain(TEST, Outcome("test_f", "exploded"))
