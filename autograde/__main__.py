@@ -27,8 +27,6 @@ def main(argv=None):
 
     rel = sub.add_parser("release", help="regenerate notebooks/ from solutions/ (all assignments by default)")
     rel.add_argument("assignments", nargs="*")
-    sub.add_parser("exchange", help="fill the local nbgrader exchange that JupyterLab's Assignment List reads "
-                                    "(make lab runs this)")
 
     def limits(p, notebook_default):
         p.add_argument("--cell-timeout", type=int, default=None, metavar="S",
@@ -70,10 +68,6 @@ def main(argv=None):
     if args.command == "release":
         for name in release(args.assignments):
             print(f"released {name} -> notebooks/{name}/")
-        return 0
-    if args.command == "exchange":
-        from autograde.release import publish
-        print(f"assignments published to the local exchange {publish()}")
         return 0
     if args.command == "workspace":
         from autograde.release import publish

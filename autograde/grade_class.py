@@ -306,7 +306,7 @@ def grade_one(course, assignment, sub, keep_flagged=False):
         _hold_for_manual_grading(course, assignment, sub.student)
         _write_note_feedback(course, assignment, sub.student, "error", failure)
         detail = "; ".join(notes + [failure])
-        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=graded.log)
+        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0)
     notes += graded.locked_notes
     status = "ok"
     stop = record.stop
@@ -342,13 +342,11 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     return r
 
 
-def _result(sub, status, detail, rows, t0, log=""):
+def _result(sub, status, detail, rows, t0):
     total_status = worst([status] + [r["status"] for r in rows])
-    r = Result(student=sub.student, status=total_status, detail=detail,
-               score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
-               max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
-    r.log = log
-    return r
+    return Result(student=sub.student, status=total_status, detail=detail,
+                  score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
+                  max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
 
 
 def _write_note_feedback(course, assignment, student, status, detail):
