@@ -27,8 +27,6 @@ def main(argv=None):
 
     rel = sub.add_parser("release", help="regenerate notebooks/ from solutions/ (all assignments by default)")
     rel.add_argument("assignments", nargs="*")
-    sub.add_parser("exchange", help="fill the local nbgrader exchange that JupyterLab's Assignment List reads "
-                                    "(make lab runs this)")
 
     def limits(p, notebook_default):
         p.add_argument("--cell-timeout", type=int, default=None, metavar="S",
@@ -71,10 +69,6 @@ def main(argv=None):
         for name in release(args.assignments):
             print(f"released {name} -> notebooks/{name}/")
         return 0
-    if args.command == "exchange":
-        from autograde.release import publish
-        print(f"assignments published to the local exchange {publish()}")
-        return 0
     if args.command == "workspace":
         from autograde.release import publish
         from autograde.workspace import changed_in_course_folder, set_up
@@ -98,7 +92,7 @@ def main(argv=None):
         result = check(args.notebook, sandboxed=False if args.no_sandbox else None,
                        cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout, quick=not args.full)
         return 0 if result is not None else 2
-    from autograde.classroom import grade_class
+    from autograde.grade_class import grade_class
     try:
         results, _, problems = grade_class(
             args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,

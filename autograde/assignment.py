@@ -1,15 +1,16 @@
 """The assignment model: what an assignment grades (parts, test cells, locked cells, hints), read from its
-source notebook, and the repairs a submitted notebook gets before nbgrader sees it."""
+source notebook, and which assignment a notebook belongs to.
+
+Reading and cutting notebooks is autograde.notebook_io's; repairing a submission, autograde.repair's;
+checking the course's own notebooks, autograde.lint's."""
 import ast
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import nbformat
 
-from autograde import NOTEBOOKS, SOLUTIONS
+from autograde import SOLUTIONS
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
 RULE_PREFIX = "rule: "           # a hidden assertion's message names the rule it checks: "rule: <label>"
@@ -176,26 +177,6 @@ def source_notebook(name):
     return found[0]
 
 
-def graded_part(nb):
-    """A copy of notebook `nb` cut after its last graded test cell (the cells after it only measure)."""
-    import copy
-    last = max(i for i, c in enumerate(nb.cells) if is_test_cell(c))
-    nb = copy.deepcopy(nb)
-    nb.cells = nb.cells[:last + 1]
-    return nb
-
-
-def released_notebook(assignment, course=None):
-    """The learner notebook of an assignment: the fresh release in a course's work folder if there is one
-    (the class run releases before grading), else the committed one in notebooks/."""
-    path = NOTEBOOKS / assignment.name / f"{assignment.notebook}.ipynb"
-    if course is not None:
-        fresh = course.work / "release" / assignment.name / f"{assignment.notebook}.ipynb"
-        if fresh.exists():
-            path = fresh
-    return nbformat.read(str(path), as_version=4)
-
-
 def load_assignment(name):
     """Parts and test cells of an assignment, from its source notebook."""
     path = source_notebook(name)
@@ -238,138 +219,3 @@ def identify(nb, candidates):
         if overlap:
             scores[name] = overlap
     return sorted(scores, key=lambda n: -scores[n])
-
-
-def read_json_notebook(path):
-    """nbformat notebook from a file, or raise ValueError with a one-line reason."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the file is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or "cells" not in data:
-        raise ValueError("the JSON is not a notebook (no 'cells')")
-    try:
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
-    except Exception as exc:  # noqa: BLE001 (nbformat raises several types)
-        raise ValueError(f"the notebook does not follow the notebook format ({str(exc).splitlines()[0][:120]})") \
-            from None
-    return nb
-
-
-def normalize(nb, released):
-    """Repair the nbgrader metadata of a submission so that nbgrader can grade it; return the notes.
-
-    nbgrader 0.9.6 crashes on some damaged metadata (a duplicated test cell; a test cell whose solution
-    cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: metadata with
-    an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
-    nbgrader's DeduplicateIds does); and every test cell and locked cell (setup, given answers) the submission lacks is put back from the
-    released notebook, after the nearest cell that precedes it in the release (else a locked cell at the
-    top, a test cell at the end).
-    nbgrader then overwrites every test cell's source, type and points from the gradebook.
-    """
-    import copy
-    import uuid
-
-    notes = []
-    known = {nbgrader_meta(c).get("grade_id"): c for c in released.cells if nbgrader_meta(c).get("grade_id")}
-    order = list(known)
-    for cell in nb.cells:
-        if "nbgrader" not in cell.get("metadata", {}):
-            continue
-        m = cell.metadata["nbgrader"]
-        gid = m.get("grade_id") if isinstance(m, dict) else None
-        if gid not in known:
-            del cell.metadata["nbgrader"]
-            notes.append(f"ignored nbgrader metadata of unknown cell {gid!r}")
-    seen = set()
-    for cell in reversed(nb.cells):
-        gid = nbgrader_meta(cell).get("grade_id")
-        if gid is None:
-            continue
-        if gid in seen:
-            del cell.metadata["nbgrader"]
-            notes.append(f"cell {gid} appears twice: graded the last one")
-        seen.add(gid)
-    restored = []
-    for pos, gid in enumerate(order):
-        if not (is_test_cell(known[gid]) or is_locked_cell(known[gid])):
-            continue
-        present = {nbgrader_meta(c).get("grade_id"): i for i, c in enumerate(nb.cells)}
-        if gid in present:
-            continue
-        anchors = [present[g] for g in order[:pos] if g in present]
-        cell = copy.deepcopy(known[gid])
-        cell["id"] = uuid.uuid4().hex[:12]
-        # after the nearest known cell that precedes it in the release; with none, a locked cell (the setup
-        # cell) goes to the top, where it runs before everything, and a test cell to the end
-        nb.cells.insert(max(anchors) + 1 if anchors else (0 if is_locked_cell(cell) else len(nb.cells)), cell)
-        restored.append(gid)
-    if restored:
-        notes.append(f"restored {len(restored)} missing test or locked cell(s): {', '.join(restored)}")
-    ids = set()
-    for cell in nb.cells:
-        if not cell.get("id") or cell["id"] in ids:
-            cell["id"] = uuid.uuid4().hex[:12]
-        ids.add(cell["id"])
-    nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 5))
-    return notes
-
-
-def _bound_and_loaded(source):
-    """(names the code binds at module level, module-level names it reads, also from inside its functions)."""
-    import symtable
-    try:
-        table = symtable.symtable(source, "<cell>", "exec")
-    except SyntaxError:
-        return None
-    bound = {sym.get_name() for sym in table.get_symbols() if sym.is_assigned() or sym.is_imported()}
-    loaded = {sym.get_name() for sym in table.get_symbols() if sym.is_referenced()}
-    stack = list(table.get_children())
-    while stack:
-        child = stack.pop()
-        loaded |= {sym.get_name() for sym in child.get_symbols() if sym.is_referenced() and sym.is_global()}
-        stack.extend(child.get_children())
-    return bound, loaded
-
-
-def hidden_names_used_elsewhere(nb):
-    """[(cell index, name, grade id of the test that defines it)]: cells that use a name which only the
-    hidden block of an earlier test cell defines.
-
-    The grader runs each test cell in a copy of the notebook's namespace and keeps only what the
-    visible part defines (so that a student's function cannot read the hidden reference values), so
-    such a name is undefined when it is used.  Define it where it is used instead.
-    """
-    visible, hidden, problems = set(), {}, []
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        pieces = [(cell.source, False)]
-        if is_test_cell(cell):
-            lines = cell.source.splitlines(keepends=True)
-            cut = next((i for i, line in enumerate(lines) if line.startswith(HIDDEN_BEGIN)), None)
-            if cut is not None:
-                pieces = [("".join(lines[:cut]), False), ("".join(lines[cut:]), True)]
-        own = set()
-        for source, is_hidden in pieces:
-            parsed = _bound_and_loaded(source)
-            if parsed is None:
-                continue
-            bound, loaded = parsed
-            for name in sorted(loaded - own - bound - visible):
-                if name in hidden:
-                    problems.append((index, name, hidden[name]))
-            own |= bound
-            if is_hidden:
-                for name in bound - visible:
-                    hidden.setdefault(name, nbgrader_meta(cell).get("grade_id"))
-            else:
-                visible |= bound
-                for name in bound:
-                    hidden.pop(name, None)
-    return problems

@@ -13,9 +13,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograde import REPO, assignments, cache_dir, engine, grading_sources, pipeline, sandbox, scan
+from autograde import REPO, assignments, cache_dir, grading_sources, pipeline, sandbox, scan
+from autograde.assignment import identify, load_assignment, source_notebook
+from autograde.course import Course
+from autograde.explain import explain
+from autograde.notebook_io import read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict
-from autograde.assignment import identify, load_assignment, read_json_notebook, released_notebook, source_notebook
 from autograde.workspace import resolve_notebook
 
 STUDENT = "learner"
@@ -37,37 +40,6 @@ def _prepared_gradebook(course, name):
         shutil.copyfile(target, cached)
     except OSError:
         pass
-
-
-def hint(part, outcome, timeout_s):
-    fns = ", ".join(f"{f}()" for f in part.functions) or "your code"
-    example = f"\n          Worked example: {part.example}" if part.example else ""
-    if outcome.kind == "timeout":
-        return f"the test did not finish within {timeout_s} s: look for an infinite loop in {fns}."
-    if outcome.kind in ("crash", "not_run"):
-        return (f"the notebook stopped before this test ({outcome.note}). Restart the kernel, run all cells, "
-                f"and fix the cell that stops it.")
-    if outcome.ename == "NotImplementedError":
-        return f"write {fns} in the solution cell of {part.label}: it still raises NotImplementedError.{example}"
-    if outcome.ename == "NameError":
-        return (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
-                f"signatures as given, and make sure every cell above runs without an error.")
-    if outcome.rebound:
-        return (f"your code rebound or changed {outcome.rebound}, which the course's locked cells (setup, given "
-                f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
-                f"ones as they are; the course's version was put back and this test counted as failed.")
-    if outcome.ename == "GraderIntegrityError":
-        return outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
-    if outcome.region == "hidden" and outcome.rule:
-        return (f"{fns} breaks a rule that {part.label} states and the hidden tests check on other inputs: "
-                f"{outcome.rule}. Read the part's text and docstring for that rule.")
-    if outcome.region == "hidden":
-        return (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
-                f"work for every valid input (not only the worked example), return plain Python numbers, and "
-                f"raise ValueError naming the argument on bad input, as {part.label} asks.")
-    if outcome.ename == "AssertionError":
-        return f"the visible check failed: {outcome.evalue or '(no message)'}{example}"
-    return f"{fns} raised {outcome.ename}: {outcome.evalue}{example}"
 
 
 def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, out=sys.stdout):
@@ -95,8 +67,8 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         sandboxed = sandbox.bwrap_status()[0]
     work = Path(tempfile.mkdtemp(prefix="autograde-check-"))
     try:
-        course = engine.Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
-                               notebook_timeout=notebook_timeout, quick=quick)
+        course = Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
+                        notebook_timeout=notebook_timeout, quick=quick)
         _prepared_gradebook(course, assignment.name)
         released = released_notebook(assignment)
         findings = scan.scan(nb, released)
@@ -126,21 +98,13 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             if not failed:
                 continue
             test, outcome = failed[0]
-            where = ""
-            if outcome.kind == "failed" and outcome.region == "visible":
-                where = f" at line {outcome.line} of the visible test:\n      {test.line(outcome.line)}"
-            elif outcome.kind == "failed" and outcome.region == "hidden":
-                where = f" in the hidden tests: rule: {outcome.rule}" if outcome.rule else " in the hidden tests"
-            elif outcome.kind == "timeout":
-                where = ": time limit"
-            elif outcome.kind in ("crash", "not_run"):
-                where = ": not run"
-            print(f"  x {test.grade_id} ({test.what}){where}", file=out)
-            print(f"    hint: {hint(part, outcome, timeout_s)}", file=out)
-        stop = record.get("stop")
+            said = explain(test, outcome, part, timeout_s=timeout_s)
+            print(f"  x {test.grade_id} ({test.what}){said.where}", file=out)
+            print(f"    hint: {said.hint}", file=out)
+        stop = record.stop
         if stop:
             print(f"note: {stop['message']}", file=out)
-        for e in record.get("events", []):
+        for e in record.events:
             if e["kind"] == "timeout" and (not stop or e["message"] != stop["message"]):
                 print(f"note: {e['message']}", file=out)
         if findings:
@@ -151,7 +115,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             print(f"warning: the instructor's grader will mark this notebook {audited} and give it 0 until an "
                   f"instructor reviews it: while it ran, your code {what}; answers need none of this", file=out)
         wall = time.monotonic() - t0
-        run_s = record.get("seconds", 0.0)
+        run_s = record.seconds
         print(f"total: {total:g}/{assignment.points:g} points "
               f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)", file=out)
         return total, assignment.points

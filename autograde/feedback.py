@@ -13,7 +13,9 @@ from nbformat.v4 import new_markdown_cell
 from traitlets import Bool, Unicode
 
 from autograde.assignment import is_test_cell, load_assignment, nbgrader_meta
-from autograde.outcomes import outcomes, read_run_record, summary
+from autograde.explain import explain
+from autograde.outcomes import outcomes
+from autograde.records import RunRecord, read_run_record
 
 NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
         "see them). Under each graded test you find its result: where a visible check failed, the line that "
@@ -23,12 +25,12 @@ NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced h
 
 class SanitizeFeedback(Preprocessor):
     enabled = Bool(True)
-    record_dir = Unicode("", help="where autograde.engine saved the run records").tag(config=True)
+    record_dir = Unicode("", help="where autograde.executor saved the run records").tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
         record = read_run_record(self.record_dir, info.get("student"), info.get("assignment"),
-                                 info.get("notebook")) if self.record_dir else {}
+                                 info.get("notebook")) if self.record_dir else RunRecord()
         try:
             assignment = load_assignment(info.get("assignment"))
         except (ValueError, OSError, TypeError):
@@ -41,11 +43,11 @@ class SanitizeFeedback(Preprocessor):
             if is_test_cell(cell) and assignment is not None:
                 gid = nbgrader_meta(cell).get("grade_id")
                 test, outcome = assignment.test(gid), results.get(gid)
-                text = summary(test, outcome) if test and outcome else "graded"
+                text = explain(test, outcome).summary if test and outcome else "graded"
                 cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=f"autograder: {text}\n")]
             else:
                 cell.outputs = []
         nb.cells.insert(0, new_markdown_cell(NOTE))
-        if record.get("review"):
-            nb.cells.insert(0, new_markdown_cell(f"**Flagged for review.** {record['review']}"))
+        if record.review:
+            nb.cells.insert(0, new_markdown_cell(f"**Flagged for review.** {record.review}"))
         return nb, resources

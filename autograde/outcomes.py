@@ -1,17 +1,13 @@
-"""What happened to each graded test cell in a run, from trusted facts only, and the sentence a learner
-may see about it."""
-import json
+"""What happened to each graded test cell in a run, from trusted facts only (autograde.explain says it in
+words), and what the guard's audit records say about the run."""
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from autograde import write_atomic
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
-# the guard's own message when a student's cell rebound what a locked cell defines (autograde/_kernel.py)
-REBOUND = re.compile(r"had rebound or changed what those cells define and the tests rely on: "
-                     r"([A-Za-z0-9_., ()]+?)(?: \.\.\.)?(?: \(defined in [A-Za-z0-9_, -]+\))?\. The course's objects")
+KINDS = ("passed", "failed", "timeout", "not_run", "crash", "missing")   # Outcome.kind; autograde.explain has each
+REBOUND_NAMES_SHOWN = 8        # of what a student's cell rebound, named in the outcome (as the guard's message)
 # exception names the feedback may repeat (anything else is reported as "an exception")
 KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
 KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
@@ -23,7 +19,7 @@ StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError Cel
 class Outcome:
     """What happened to one graded test cell, from trusted facts only.
 
-    kind: passed | failed | timeout | not_run | crash | missing
+    kind: one of KINDS: passed | failed | timeout | not_run | crash | missing
     line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
     """
     grade_id: str
@@ -48,15 +44,17 @@ def _error_outputs(cell):
 def outcomes(executed_nb, assignment, record):
     """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
 
-    `record` is the grader's run record (autograde.engine.SandboxedExecute): which cells timed out,
+    `record` is the grader's RunRecord (autograde.records, written by autograde.executor.SandboxedExecute): which cells timed out,
     were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
     for those facts.
     """
     cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
-    timeouts = {e["cell"] for e in record.get("events", []) if e["kind"] == "timeout"}
+    timeouts = {e["cell"] for e in record.events if e["kind"] == "timeout"}
     # the grader's own verdict (no signed pass from the kernel's guard): trusted, unlike the kernel's messages
-    unsigned = {e["cell"]: e["message"] for e in record.get("events", []) if e["kind"] == "tampered"}
-    stop = record.get("stop") or {}
+    unsigned = {e["cell"]: e["message"] for e in record.events if e["kind"] == "tampered"}
+    stop = record.stop or {}
+    # what the guard says a student's cell rebound (its structured field, never its message's wording)
+    rebound_at = {r["cell"]: r["names"] for r in record.rebound}
     result = {}
     for test in assignment.tests:
         if test.grade_id not in cells:
@@ -92,7 +90,9 @@ def outcomes(executed_nb, assignment, record):
         if line:
             region = "visible" if line <= test.visible_lines else "hidden"
         evalue = str(err.get("evalue", ""))
-        rebound = REBOUND.search(evalue) if ename == "GraderIntegrityError" else None
+        rebound = ""
+        if ename == "GraderIntegrityError":
+            rebound = ", ".join(rebound_at.get(index, [])[:REBOUND_NAMES_SHOWN])
         rule = ""
         if region == "hidden" and not rebound:
             # the message is the kernel's (student-influenced): it is used only when it is one of the test's
@@ -101,38 +101,8 @@ def outcomes(executed_nb, assignment, record):
             rule = said if said in test.rules else test.rule_at(line)
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
                                         line=line, region=region, evalue=evalue[:500],
-                                        rebound=rebound.group(1) if rebound else "", rule=rule)
+                                        rebound=rebound, rule=rule)
     return result
-
-
-def summary(test, outcome, points=None):
-    """One trusted sentence about a test cell, safe to show a learner (no hidden source, no kernel text)."""
-    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
-    if outcome.kind == "passed":
-        return f"passed{pts}"
-    if outcome.kind == "failed":
-        if outcome.rebound:
-            return (f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked "
-                    f"cells define and the tests rely on; the course's version was put back and this test counts "
-                    f"as failed (give your own helpers new names)")
-        if outcome.region == "visible":
-            return (f"failed{pts}: {outcome.ename} at line {outcome.line} of the visible test:\n    "
-                    f"{test.line(outcome.line)}")
-        if outcome.region == "hidden" and outcome.rule:
-            return f"failed{pts}: {outcome.ename} in the hidden tests, which check this rule: {outcome.rule}"
-        if outcome.region == "hidden":
-            return (f"failed{pts}: {outcome.ename} in the hidden tests (they call your code on inputs that are "
-                    f"not shown: other models, hardware, random values, bad input)")
-        if outcome.note:
-            return f"failed{pts}: {outcome.note}"
-        return f"failed{pts}: {outcome.ename}"
-    if outcome.kind == "timeout":
-        return f"failed{pts}: the test did not finish within the time limit (an infinite loop?)"
-    if outcome.kind == "crash":
-        return f"failed{pts}: the kernel died while this test ran"
-    if outcome.kind == "not_run":
-        return f"not run{pts}: the notebook stopped before this test ({outcome.note})"
-    return f"failed{pts}: {outcome.note}"
 
 
 def audit_verdict(record):
@@ -142,7 +112,7 @@ def audit_verdict(record):
     trace, profile or audit hook, swapped a function's code, used ctypes, replaced a module or the grader's
     own code); flagged: it did what honest debugging code can do but a cheat needs (read frames, ran code it
     compiled itself), for an instructor to review."""
-    events = record.get("audit") or []
+    events = record.audit
     if not events:
         return "", ""
     seen = {}
@@ -155,24 +125,3 @@ def audit_verdict(record):
     verdict = "tampered" if any(e.get("severity") == "tamper" for e in events) else "flagged"
     more = f" and {len(parts) - 4} more" if len(parts) > 4 else ""
     return verdict, "; ".join(parts[:4]) + more
-
-
-# ------------------------------------------------------------------------------------------ run records
-def run_record_path(folder, student, assignment, notebook):
-    return Path(folder) / str(student) / str(assignment) / f"{notebook}.json"
-
-
-def write_run_record(folder, record):
-    """Save one run record (autograde.engine.SandboxedExecute writes it; the classroom adds `review`)."""
-    path = run_record_path(folder, record["student"], record["assignment"], record["notebook"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(record).encode())
-    return path
-
-
-def read_run_record(folder, student, assignment, notebook):
-    """The run record of the last execution of this notebook, or {} if there is none."""
-    try:
-        return json.loads(run_record_path(folder, student, assignment, notebook).read_text())
-    except (OSError, ValueError):
-        return {}

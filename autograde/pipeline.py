@@ -1,6 +1,6 @@
 """The one grading path that `check` (a learner) and `class` (an instructor) share.
 
-    submit()  repair the submission's nbgrader metadata (autograde.assignment.normalize) and write it
+    submit()  repair the submission's nbgrader metadata (autograde.repair.normalize) and write it
               where nbgrader expects it: COURSE/submitted/STUDENT/ASSIGNMENT/NOTEBOOK.ipynb;
     grade()   run nbgrader's autograde with the sandboxed kernel, then read back what happened: the
               kernel's run record, the outcome of each test cell, and the scores in the gradebook.
@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from autograde.assignment import normalize
+from autograde.repair import normalize
 from autograde.outcomes import outcomes
+from autograde.records import RunRecord
 
 REASON_CHARS = 300            # a grader failure is reported in one line of at most this length
 
@@ -22,7 +23,7 @@ class Graded:
     """What grading one submission gave."""
     student: str
     ok: bool                                        # nbgrader wrote an autograded notebook
-    record: dict = field(default_factory=dict)      # the kernel's run record (events, stop, seconds ...)
+    record: RunRecord = field(default_factory=RunRecord)   # the kernel's run record (events, stop, seconds ...)
     results: dict = field(default_factory=dict)     # {grade_id: autograde.outcomes.Outcome}
     scores: dict = field(default_factory=dict)      # {grade_id: (score, auto_score, max_score)}
     log: str = ""                                   # nbgrader's log of the run
@@ -43,7 +44,7 @@ class Graded:
         """Why the course's own code failed, not the student's: a locked cell (setup, given answers) raised
         before any cell the student wrote or changed had run, and the submission brought no files that
         could have changed what it imports. '' when there is no such failure."""
-        for e in self.record.get("locked_errors", []):
+        for e in self.record.locked_errors:
             if self._course_to_blame(e):
                 return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
                         f"of the student's code ran: the grading environment is broken, not the submission")
@@ -55,7 +56,7 @@ class Graded:
         return [f"the given cell {e['grade_id']!r} raised {e['ename']} "
                 + ("after the student's code had run" if e["after_student_code"] else
                    "with the student's own files beside the notebook (" + ", ".join(self.own_files[:3]) + ")")
-                for e in self.record.get("locked_errors", []) if not self._course_to_blame(e)]
+                for e in self.record.locked_errors if not self._course_to_blame(e)]
 
 
 def submit(course, assignment, student, nb, released):
@@ -79,7 +80,7 @@ def scores(course, assignment, student):
 
 def failure_reason(log, record):
     """One line: why nbgrader could not grade a submission (the grader's own event first, else its log)."""
-    for event in reversed(record.get("events", [])):
+    for event in reversed(record.events):
         if event["kind"] == "error":
             return event["message"][:REASON_CHARS]
     errors = [line for line in log.splitlines() if line.startswith("[ERROR]")]

@@ -26,8 +26,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-KERNEL_SCRIPT = Path(__file__).resolve().parent / "_kernel.py"
-KERNEL_IN_SANDBOX = "/opt/autograde/kernel.py"
+KERNEL_SCRIPT = Path(__file__).resolve().parent / "guard_kernel.py"
+KERNEL_IN_SANDBOX = "/opt/autograde/guard_kernel.py"
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "fonts", "localtime", "mime.types", "ssl/certs",
              "nsswitch.conf", "passwd", "group", "hosts")
 try:

@@ -14,3 +14,11 @@ COURSE_ID = "speculative-decoding"          # nbgrader_config.py says the same
 PREFIX = Path("/opt/specdec-classroom")
 # the classroom's state: the exchange, the instructor's course folder, the hub's database and secrets
 ROOT = Path("/srv/specdec-classroom")
+
+
+class ClassroomError(Exception):
+    """A problem the instructor must fix; the message says what and how."""
+
+
+def log(msg):
+    print(f"classroom: {msg}", flush=True)

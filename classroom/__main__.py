@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from classroom import COURSE_ID, PREFIX, ROOT
-from classroom.core import Classroom, ClassroomError, check_username, log
+from classroom import COURSE_ID, PREFIX, ROOT, ClassroomError, log
+from classroom.provision import Classroom, check_username
 
 
 def main(argv=None):

@@ -2,7 +2,7 @@
 
 Everything comes from the classroom's state file (CLASSROOM_STATE, written by `up`): users, ports,
 the shared password, tokens. The hub runs as root on 127.0.0.1 and starts:
-- configurable-http-proxy (see classroom.core.proxy_command for which one);
+- configurable-http-proxy (see classroom.hub.proxy_command for which one);
 - one single-user JupyterLab per user, as that Unix user (LocalProcessSpawner), from the classroom
   environment under /opt (PREFIX), whose nbgrader_config.py points at the exchange;
 - formgrader for the course, as a hub service run as the instructor in the course folder, open to the
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from classroom.core import singleuser_args  # noqa: E402
+from classroom.hub import singleuser_args  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets)
 state = json.loads(Path(os.environ["CLASSROOM_STATE"]).read_text())

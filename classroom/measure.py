@@ -24,8 +24,9 @@ from pathlib import Path
 
 import nbformat
 
-from classroom import COURSE_ID, fill
-from classroom.core import Classroom, free_port, log
+from classroom import COURSE_ID, fill, log
+from classroom.hub import free_port
+from classroom.provision import Classroom
 
 ASSIGNMENT = "03_acceptance_math"
 PARTIAL = "expected_tokens"

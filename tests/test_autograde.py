@@ -6,11 +6,13 @@ import nbformat
 import pytest
 
 from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
-from autograde import _kernel as guard
-from autograde.assignment import (hidden_names_used_elsewhere, is_locked_cell, load_assignment, nbgrader_meta,
-                                  normalize, read_json_notebook, source_notebook)
-from autograde.classroom import discover
+from autograde import guard_kernel
+from autograde.assignment import is_locked_cell, load_assignment, nbgrader_meta, source_notebook
+from autograde.grade_class import discover
+from autograde.lint import hidden_names_used_elsewhere
+from autograde.notebook_io import read_json_notebook
 from autograde.release import tool_env
+from autograde.repair import normalize
 from autograde.scan import findings_in, scan
 
 A = "01_decode_is_bandwidth_bound"
@@ -101,15 +103,15 @@ def test_scan_passes_the_solution_and_flags_tampering():
 # ------------------------------------------------------------------------------------------ guard
 def test_guard_hides_shadowed_builtins_and_catches_patching():
     ns = {"__builtins__": __builtins__, "abs": lambda x: 0}
-    failure = guard.run_test_cell("assert abs(-3) == 3", ns)
+    failure = guard_kernel.run_test_cell("assert abs(-3) == 3", ns)
     assert failure is None and "abs" in ns                            # the student's abs is hidden, then back
     import builtins
     real = builtins.abs
     ns = {"__builtins__": builtins, "f": lambda: setattr(builtins, "abs", lambda x: 0) or 1}
-    failure = guard.run_test_cell("f()\nassert abs(-1) == 1", ns)
+    failure = guard_kernel.run_test_cell("f()\nassert abs(-1) == 1", ns)
     assert builtins.abs is real
     assert failure is not None and failure[0] in ("AssertionError", "GraderIntegrityError")
-    failure = guard.run_test_cell("x = 1\nassert x == 2, 'nope'", {})
+    failure = guard_kernel.run_test_cell("x = 1\nassert x == 2, 'nope'", {})
     assert failure == ("AssertionError", "nope", 2)
 
 
@@ -117,7 +119,7 @@ def test_guard_keeps_hidden_definitions_away_from_the_student():
     ns = {"__builtins__": __builtins__}
     exec("def f():\n    try:\n        return want\n    except NameError:\n        return 0\n", ns)
     cell = "got = f()\nassert got == 0\n### BEGIN HIDDEN TESTS\nwant = 5\nassert f() == 5, 'oracle'\n### END HIDDEN TESTS"
-    assert guard.run_test_cell(cell, ns) == ("AssertionError", "oracle", 5)
+    assert guard_kernel.run_test_cell(cell, ns) == ("AssertionError", "oracle", 5)
     assert ns["got"] == 0 and "want" not in ns          # the visible part's names stay, the hidden ones do not
 
 

@@ -235,7 +235,7 @@ def test_whole_notebook_time_limit(tmp_path):
 @pytest.mark.filterwarnings("ignore::Warning")
 def test_without_the_guard_these_cheats_would_score(tmp_path, run):
     """Proof that the guard cases are real attacks: nbgrader without the guard gives them points."""
-    from autograde.engine import Course
+    from autograde.course import Course
     course = Course(tmp_path / "work", cell_timeout=20, notebook_timeout=120, guard=False)
     course.prepare(A)
     for student, unguarded in (("hide_errors", 9), ("builtins_shadow", 9), ("global_oracle", 6)):

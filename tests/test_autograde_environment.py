@@ -13,6 +13,7 @@ import pytest
 
 from autograde import REPO, tool_env
 from autograde.pipeline import Graded
+from autograde.records import RunRecord
 
 A = "01_decode_is_bandwidth_bound"
 pytestmark = pytest.mark.timeout(600)
@@ -98,7 +99,7 @@ def test_check_says_the_course_environment_is_broken(broken):
 
 
 def _graded(events, own_files=()):
-    return Graded("s", True, record={"locked_errors": events}, own_files=list(own_files))
+    return Graded("s", True, record=RunRecord(locked_errors=events), own_files=list(own_files))
 
 
 def test_who_is_blamed_for_a_failing_locked_cell():

@@ -1,10 +1,10 @@
-"""The kernel's guard (autograde/_kernel.py), in-process: what the course's locked cells bind stays what the
-tests see, whatever form the rebinding takes; correct code that uses new names is untouched."""
+"""The kernel's guard (autograde/guard_kernel.py), in-process: what the course's locked cells bind stays what
+the tests see, whatever form the rebinding takes; correct code that uses new names is untouched."""
 import builtins
 
 import pytest
 
-from autograde import _kernel as guard
+from autograde import guard_kernel
 
 SETUP = '''import math
 import numpy as np
@@ -31,7 +31,7 @@ assert model.step() == "real", "rule: method"
 
 def _notebook(student, setup=SETUP):
     """Run the locked setup cell, then the student's cell, as the kernel would; return (namespace, locked)."""
-    locked = guard.LockedBindings(packages=("specdec",))
+    locked = guard_kernel.LockedBindings(packages=("specdec",))
     ns = {"__builtins__": builtins, "__name__": "__main__"}
     before = locked.before_locked_cell(ns)
     exec(compile(setup, "<setup>", "exec"), ns)
@@ -62,24 +62,45 @@ def test_every_form_of_rebinding_fails_the_test_and_is_undone(form):
     import specdec.decoding
     real = specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")
     ns, locked = _notebook(FORMS[form])
-    failure = guard.run_test_cell(TEST, ns, locked)
+    failure = guard_kernel.run_test_cell(TEST, ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError", (form, failure)
     assert "Before this test" in failure[1] and "new names" in failure[1], failure
     # everything is back: the next test passes, and the package is as it was
-    assert guard.run_test_cell(TEST, ns, locked) is None
+    assert guard_kernel.run_test_cell(TEST, ns, locked) is None
     assert (specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")) == real
 
 
 def test_the_message_names_what_was_rebound_and_where_it_was_defined():
     ns, locked = _notebook("greedy_generate = None")
-    failure = guard.run_test_cell("pass", ns, locked)
+    failure = guard_kernel.run_test_cell("pass", ns, locked)
     assert "greedy_generate" in failure[1] and "(defined in setup)" in failure[1], failure
+
+
+def test_the_guard_writes_what_was_rebound_in_a_structured_field():
+    """The grader's verdict reads the guard's `rebound` field (sent beside the message in the kernel's error
+    content), never the message: it names what was rebound before or while the test ran, and is empty for
+    every other failure."""
+    ns, locked = _notebook("greedy_generate = None\nlimits.append(4)")
+    failure = guard_kernel.run_test_cell("pass", ns, locked)
+    assert failure.rebound == ["greedy_generate", "limits (its contents)"], failure
+    content = guard_kernel.error_content(failure)
+    assert content[guard_kernel.REBOUND_FIELD] == failure.rebound
+    assert (content["ename"], content["evalue"]) == ("GraderIntegrityError", failure[1])
+    assert content["traceback"] == ["autograde: test cell line 0", f"GraderIntegrityError: {failure[1]}"]
+    student = "def answer():\n    global greedy_generate\n    greedy_generate = print\n    return 1\n"
+    ns, locked = _notebook(student)
+    failure = guard_kernel.run_test_cell("assert answer() == 1", ns, locked)
+    assert "While this test ran" in failure[1] and failure.rebound == ["greedy_generate"], failure
+    ns, locked = _notebook("")
+    failure = guard_kernel.run_test_cell("assert limits == [0], 'rule: data'", ns, locked)
+    assert failure == ("AssertionError", "rule: data", 1) and failure.rebound == []
+    assert guard_kernel.error_content(failure)[guard_kernel.REBOUND_FIELD] == []
 
 
 def test_rebinding_while_a_test_runs_fails_that_test():
     student = "def answer():\n    global greedy_generate\n    greedy_generate = print\n    return 1\n"
     ns, locked = _notebook(student)
-    failure = guard.run_test_cell("assert answer() == 1", ns, locked)
+    failure = guard_kernel.run_test_cell("assert answer() == 1", ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError" and "While this test ran" in failure[1]
     assert ns["greedy_generate"].__module__ == "specdec.decoding"
 
@@ -97,14 +118,14 @@ CORRECT = {
 @pytest.mark.parametrize("case", CORRECT)
 def test_correct_code_is_untouched(case):
     ns, locked = _notebook(CORRECT[case])
-    assert guard.run_test_cell(TEST, ns, locked) is None
+    assert guard_kernel.run_test_cell(TEST, ns, locked) is None
 
 
 def test_a_test_cell_may_rebind_a_given_name_itself():
     ns, locked = _notebook("")
-    assert guard.run_test_cell("limits = [9]\nassert limits == [9]", ns, locked) is None
+    assert guard_kernel.run_test_cell("limits = [9]\nassert limits == [9]", ns, locked) is None
     assert ns["limits"] == [9]
-    assert guard.run_test_cell("assert limits == [9]", ns, locked) is None
+    assert guard_kernel.run_test_cell("assert limits == [9]", ns, locked) is None
 
 
 def test_a_later_locked_cell_may_rebind_a_given_name():
@@ -112,7 +133,7 @@ def test_a_later_locked_cell_may_rebind_a_given_name():
     before = locked.before_locked_cell(ns)
     exec("limits = (5,)", ns)
     locked.after_locked_cell("limits = (5,)", ns, before, "given")
-    assert guard.run_test_cell("assert limits == (5,)", ns, locked) is None
+    assert guard_kernel.run_test_cell("assert limits == (5,)", ns, locked) is None
 
 
 def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_with_it():
@@ -132,7 +153,7 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
                          (cases04.REBIND_COUNTER, "test_speculative_generate_stats")):
         verdicts = []
         for record in (False, True):
-            locked = guard.LockedBindings(packages=("specdec",))
+            locked = guard_kernel.LockedBindings(packages=("specdec",))
             ns = {"__builtins__": builtins, "__name__": "__main__"}
             before = locked.before_locked_cell(ns)
             exec(compile(setup, "<setup>", "exec"), ns)
@@ -140,7 +161,7 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
                 locked.after_locked_cell(setup, ns, before, "setup")
             exec(compile(verify, "<verify>", "exec"), ns)
             exec(compile(answer, "<answer>", "exec"), ns)
-            verdicts.append(guard.run_test_cell(tests[test], ns, locked))
+            verdicts.append(guard_kernel.run_test_cell(tests[test], ns, locked))
         if answer is cases04.REBIND_REFERENCE:
             assert verdicts[0] is None, f"{test}: the cheat should pass without the record: {verdicts[0]}"
         else:
@@ -154,8 +175,8 @@ def test_a_patched_re_search_is_undone_before_a_message_check():
     real = re.search
     ns, locked = _notebook("import re\nre.search = lambda *args, **kwargs: True")
     try:
-        failure = guard.run_test_cell('import re\nassert re.search(r"\\bk\\b", "no such word") is None, "rule: m"', ns,
-                                      locked)
+        failure = guard_kernel.run_test_cell(
+            'import re\nassert re.search(r"\\bk\\b", "no such word") is None, "rule: m"', ns, locked)
     finally:
         re.search = real
     assert failure is None, failure
@@ -184,10 +205,10 @@ tree_loop = _make_loop(lambda i: i * i)
 ])
 def test_a_swapped_closure_code_or_defaults_of_a_given_function_fails_the_test_and_is_undone(student, what):
     ns, locked = _notebook(student, CLOSURE_SETUP)
-    failure = guard.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked)
+    failure = guard_kernel.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError" and what in failure[1], failure
     assert ns["tree_loop"](4) == [0, 1, 4, 9]                          # put back: the next test runs on it
-    assert guard.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked) is None
+    assert guard_kernel.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked) is None
 
 
 def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
@@ -197,7 +218,8 @@ def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
     real = sys.modules["specdec.decoding"]
     sys.modules["specdec.decoding"] = types.ModuleType("specdec.decoding")
     try:
-        failure = guard.run_test_cell("from specdec.decoding import greedy_generate\nassert greedy_generate", ns, locked)
+        failure = guard_kernel.run_test_cell("from specdec.decoding import greedy_generate\nassert greedy_generate", ns,
+                                             locked)
     finally:
         restored = sys.modules["specdec.decoding"]
         sys.modules["specdec.decoding"] = real
@@ -208,18 +230,18 @@ def test_a_threading_trace_hook_is_cleared_and_named():
     import threading
     threading.settrace(lambda *args: None)
     try:
-        assert "threading.settrace" in guard._clear_hooks()
+        assert "threading.settrace" in guard_kernel._clear_hooks()
     finally:
         threading.settrace(None)
-    assert getattr(threading, "_trace_hook", None) is None and guard._clear_hooks() == []
+    assert getattr(threading, "_trace_hook", None) is None and guard_kernel._clear_hooks() == []
 
 
 # ------------------------------------------------------------------------------------ the audit hook
 AUDIT_SCRIPT = r'''
 import json, sys, warnings, logging, traceback, collections
 sys.path.insert(0, sys.argv[1])
-import _kernel as guard
-audit = guard.Audit()
+import guard_kernel
+audit = guard_kernel.Audit()
 sys.addaudithook(audit.hook)
 STUDENT = """
 import gc, inspect, sys, ctypes
@@ -265,7 +287,7 @@ def test_the_audit_hook_refuses_tampering_records_frames_and_leaves_honest_code_
     from pathlib import Path
     script = tmp_path / "audit.py"
     script.write_text(AUDIT_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(Path(guard.__file__).parent)], capture_output=True,
+    done = subprocess.run([sys.executable, str(script), str(Path(guard_kernel.__file__).parent)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -282,7 +304,7 @@ def test_the_audit_hook_refuses_tampering_records_frames_and_leaves_honest_code_
 
 def test_a_test_passes_only_with_the_guards_signed_verdict():
     key, other = bytes(32), bytes([1]) * 32
-    tag = guard.evidence_tag(key, "abc", "n1")
-    assert tag == guard.evidence_tag(key, "abc", "n1")
-    assert tag not in (guard.evidence_tag(other, "abc", "n1"), guard.evidence_tag(key, "abc", "n2"),
-                       guard.evidence_tag(key, "abd", "n1"))
+    tag = guard_kernel.evidence_tag(key, "abc", "n1")
+    assert tag == guard_kernel.evidence_tag(key, "abc", "n1")
+    assert tag not in (guard_kernel.evidence_tag(other, "abc", "n1"), guard_kernel.evidence_tag(key, "abc", "n2"),
+                       guard_kernel.evidence_tag(key, "abd", "n1"))

@@ -1,9 +1,15 @@
-"""Outcomes of graded test cells (autograde/outcomes.py) and the rule labels of hidden tests, without a kernel:
+"""Outcomes of graded test cells (autograde/outcomes.py), what is said about them (autograde/explain.py) and the rule labels of hidden tests, without a kernel:
 a failing hidden assertion tells the learner which rule broke, never the hidden inputs or expected values."""
-import nbformat
+import builtins
 
+import nbformat
+import pytest
+
+from autograde import executor, guard_kernel
 from autograde.assignment import Assignment, Part, TestCell
-from autograde.outcomes import outcomes, summary
+from autograde.explain import explain
+from autograde.outcomes import KINDS, Outcome, outcomes
+from autograde.records import RunRecord
 
 SOURCE = '''"""f: the identity on integers; ValueError naming x for a negative x."""
 assert f(1) == 1, f"f(1) should be 1, got {f(1)}"
@@ -41,28 +47,110 @@ def test_the_rules_of_a_test_are_its_hidden_labels():
 
 
 def test_a_failing_hidden_assert_names_its_rule():
-    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("hidden", "other inputs: f is the identity")
-    assert "check this rule: other inputs: f is the identity" in summary(TEST, out)
+    assert "check this rule: other inputs: f is the identity" in explain(TEST, out).summary
 
 
 def test_an_exception_inside_the_answer_is_labelled_by_the_statement_that_checks_it():
-    out = outcomes(_executed("TypeError", "unsupported operand", 6), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("TypeError", "unsupported operand", 6), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "other inputs: f is the identity"
-    out = outcomes(_executed("TypeError", "bad operand", 9), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("TypeError", "bad operand", 9), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "bad input: a negative x must raise ValueError"
 
 
 def test_a_message_the_students_code_wrote_is_never_repeated():
     """A student's function may raise AssertionError("rule: <the hidden input>"): only the test's own labels
     are shown, so the label comes from the failing line instead."""
-    out = outcomes(_executed("AssertionError", "rule: 12345", 6), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: 12345", 6), ASSIGNMENT, RunRecord())["test_f"]
     assert out.rule == "other inputs: f is the identity"
-    text = summary(TEST, out)
+    text = explain(TEST, out).summary
     assert "12345" not in text and "SECRET" not in text and "67890" not in text
 
 
 def test_a_visible_failure_shows_the_visible_line_and_no_rule():
-    out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, {})["test_f"]
+    out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, RunRecord())["test_f"]
     assert (out.region, out.rule) == ("visible", "")
-    assert "assert f(1) == 1" in summary(TEST, out)
+    assert "assert f(1) == 1" in explain(TEST, out).summary
+
+
+def _guard_failure(student):
+    """The guard's failure of test_f after a locked cell bound `limits` and the student's cell ran, in-process."""
+    locked = guard_kernel.LockedBindings(packages=("specdec",))
+    ns = {"__builtins__": builtins}
+    before = locked.before_locked_cell(ns)
+    exec("limits = [1, 2, 3]", ns)
+    locked.after_locked_cell("limits = [1, 2, 3]", ns, before, "setup")
+    exec(student, ns)
+    return guard_kernel.run_test_cell("pass", ns, locked)
+
+
+def _outcome_of(failure):
+    """The outcome the grader gives a test cell whose kernel sent this failure: its error content goes into the
+    notebook (ename, evalue, traceback) and, through the executor, into the run record."""
+    content = guard_kernel.error_content(failure)
+    names = executor.guard_rebound(content)
+    record = RunRecord(rebound=[{"cell": 0, "names": names}] if names else [])
+    return outcomes(_executed(content["ename"], content["evalue"], failure[2]), ASSIGNMENT, record)["test_f"]
+
+
+def test_the_rebound_verdict_does_not_depend_on_the_guards_wording(monkeypatch):
+    """The guard's message is for people: reworded, the outcome (and what the learner is told) is the same,
+    because the verdict comes from the structured field the guard sends beside it."""
+    plain = _outcome_of(_guard_failure("limits = [9]"))
+    assert (plain.kind, plain.ename, plain.rebound) == ("failed", "GraderIntegrityError", "limits"), plain
+    monkeypatch.setattr(guard_kernel.LockedBindings, "message",
+                        lambda self, changed, when: "Something else entirely, in other words.")
+    reworded = _outcome_of(_guard_failure("limits = [9]"))
+    assert reworded.evalue == "Something else entirely, in other words."
+    assert {**vars(reworded), "evalue": ""} == {**vars(plain), "evalue": ""}
+    assert explain(TEST, reworded) == explain(TEST, plain)
+
+
+def test_the_guards_message_alone_is_not_a_rebound_verdict():
+    """The guard's own wording, without its structured field (any kernel could print it), names nothing."""
+    message = guard_kernel.LOCKED.message(["limits"], "Before this test")
+    out = outcomes(_executed("GraderIntegrityError", message, 0), ASSIGNMENT, RunRecord())["test_f"]
+    assert (out.kind, out.ename, out.rebound) == ("failed", "GraderIntegrityError", "")
+    record = RunRecord(rebound=[{"cell": 0, "names": ["limits"]}])
+    assert outcomes(_executed("AssertionError", "x", 2), ASSIGNMENT, record)["test_f"].rebound == ""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_outcome_kind_has_an_explanation(kind):
+    said = explain(TEST, Outcome("test_f", kind, note="the notebook stopped at cell 3"), ASSIGNMENT.parts[0],
+                   timeout_s=30)
+    assert said.summary.startswith("passed" if kind == "passed" else ("not run" if kind == "not_run" else "failed"))
+    assert bool(said.hint) == (kind != "passed"), said
+
+
+FAILURES = {       # every cause a failed test can have, as outcomes() reports it
+    "visible assertion": dict(ename="AssertionError", line=2, region="visible"),
+    "hidden rule": dict(ename="AssertionError", line=7, region="hidden", rule="other inputs: f is the identity"),
+    "hidden, no rule": dict(ename="TypeError", line=5, region="hidden"),
+    "not implemented": dict(ename="NotImplementedError", line=2, region="visible"),
+    "undefined name": dict(ename="NameError", line=2, region="visible"),
+    "rebound": dict(ename="GraderIntegrityError", rebound="limits"),
+    "integrity": dict(ename="GraderIntegrityError", note="the grader received no signed verdict"),
+    "other exception": dict(ename="Exception"),
+}
+
+
+@pytest.mark.parametrize("cause", FAILURES)
+def test_every_cause_of_a_failure_has_a_summary_without_the_kernels_text_and_a_hint(cause):
+    out = Outcome("test_f", "failed", evalue="SECRET kernel text", **FAILURES[cause])
+    said = explain(TEST, out, ASSIGNMENT.parts[0], points=0.0, timeout_s=30)
+    assert said.summary.startswith("failed (0/2 points): ") and said.hint, said
+    assert "SECRET" not in said.summary and "12345" not in said.summary
+
+
+def test_check_and_the_feedback_say_the_same_cases():
+    """The feedback's sentence, the hint and where `check` says the test stopped come from one explanation."""
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT,
+                   RunRecord())["test_f"]
+    said = explain(TEST, out, ASSIGNMENT.parts[0])
+    assert said.where == " in the hidden tests: rule: other inputs: f is the identity"
+    assert said.summary.endswith("which check this rule: other inputs: f is the identity")
+    assert said.hint.startswith("f() breaks a rule that Part A states")
+    with pytest.raises(ValueError, match="no explanation"):
+        explain(TEST, Outcome("test_f", "exploded"))

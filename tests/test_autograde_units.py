@@ -1,5 +1,5 @@
 """Unit tests of the grading tool's parts that need no kernel and no bubblewrap run: the sandbox's command
-line, the engine's run records, and the feedback a learner sees."""
+line, the executor's run records, and the feedback a learner sees."""
 
 import nbformat
 import pytest
@@ -7,7 +7,7 @@ import pytest
 from autograde import REPO, sandbox
 from autograde.assignment import load_assignment
 from autograde.feedback import NOTE, SanitizeFeedback
-from autograde.outcomes import read_run_record, run_record_path, write_run_record
+from autograde.records import RunRecord, read_run_record, run_record_path, write_run_record
 
 A = "01_decode_is_bandwidth_bound"
 
@@ -40,14 +40,31 @@ def test_the_sandbox_refuses_to_build_a_command_without_bubblewrap(tmp_path, mon
 
 # ------------------------------------------------------------------------------------ run records
 def test_a_run_record_round_trips_and_a_missing_one_is_empty(tmp_path):
-    record = {"student": "ada", "assignment": A, "notebook": A, "events": [{"kind": "timeout", "cell": 3,
-                                                                            "message": "m"}], "stop": None}
+    record = RunRecord(student="ada", assignment=A, notebook=A,
+                       events=[{"kind": "timeout", "cell": 3, "message": "m"}], seconds=1.5)
     path = write_run_record(tmp_path, record)
     assert path == run_record_path(tmp_path, "ada", A, A) and path.exists()
     assert read_run_record(tmp_path, "ada", A, A) == record
-    assert read_run_record(tmp_path, "bob", A, A) == {}
+    assert read_run_record(tmp_path, "bob", A, A) == RunRecord()
     path.write_text("{not json")
-    assert read_run_record(tmp_path, "ada", A, A) == {}
+    assert read_run_record(tmp_path, "ada", A, A) == RunRecord()
+
+
+def test_a_run_record_reads_a_file_with_fewer_or_unknown_fields():
+    """A record written by another version of the grader still reads: missing fields get their defaults."""
+    record = RunRecord.from_dict({"student": "ada", "stop": {"kind": "crash", "cell": 2, "message": "m"},
+                                  "not_a_field": 1})
+    assert (record.student, record.stop["kind"], record.events, record.review) == ("ada", "crash", [], "")
+
+
+def test_the_executor_keeps_the_guards_rebound_field_of_an_integrity_failure_only():
+    from autograde import executor
+    from autograde.guard_kernel import REBOUND_FIELD
+    content = {"ename": "GraderIntegrityError", "evalue": "reworded at will", REBOUND_FIELD: ["limits", "x" * 999]}
+    assert executor.guard_rebound(content) == ["limits", "x" * executor.ERROR_LINE_CHARS]
+    assert executor.guard_rebound({**content, "ename": "AssertionError"}) == []
+    assert executor.guard_rebound({**content, REBOUND_FIELD: "limits"}) == []
+    assert executor.guard_rebound({"ename": "GraderIntegrityError", "evalue": "no field"}) == []
 
 
 # ---------------------------------------------------------------------------------------- feedback
@@ -62,8 +79,7 @@ def test_feedback_shows_trusted_results_and_no_output_or_hidden_text(tmp_path):
             cell.outputs.append(nbformat.v4.new_output(
                 "error", ename="AssertionError", evalue="rule: SECRET-VALUE 12345",
                 traceback=[f"autograde: test cell line {test.visible_lines + 3}", "AssertionError: x"]))
-    write_run_record(tmp_path, {"student": "ada", "assignment": A, "notebook": A, "events": [], "stop": None,
-                                "review": "Flagged because of a test."})
+    write_run_record(tmp_path, RunRecord(student="ada", assignment=A, notebook=A, review="Flagged because of a test."))
     pre = SanitizeFeedback(record_dir=str(tmp_path))
     out, _ = pre.preprocess(nb, {"nbgrader": {"student": "ada", "assignment": A, "notebook": A}})
     text = nbformat.writes(out)
@@ -83,29 +99,29 @@ def test_feedback_without_a_record_still_hides_every_output():
     assert "kernel said this" not in nbformat.writes(out)
 
 
-def test_the_engine_names_its_limits():
-    from autograde import engine
-    assert engine.SandboxedExecute.class_traits()["memory_bytes"].default_value == engine.MEMORY_BYTES
-    assert engine.SandboxedExecute.class_traits()["notebook_timeout"].default_value == engine.NOTEBOOK_SECONDS
-    assert not hasattr(engine, "RUNS"), "run records are files (autograde.outcomes), not module state"
+def test_the_executor_names_its_limits():
+    from autograde import executor
+    assert executor.SandboxedExecute.class_traits()["memory_bytes"].default_value == executor.MEMORY_BYTES
+    assert executor.SandboxedExecute.class_traits()["notebook_timeout"].default_value == executor.NOTEBOOK_SECONDS
+    assert not hasattr(executor, "RUNS"), "run records are files (autograde.records), not module state"
 
 
 # ------------------------------------------------------------------------------------------ class grading pool
 def _what_a_worker_inherited():
     import zmq
-    from autograde import classroom
-    return zmq.Context._instance is not None, classroom._WORKER
+    from autograde import grade_class
+    return zmq.Context._instance is not None, grade_class._WORKER
 
 
 def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
     """`class --jobs N` grades in worker processes started fresh: by then the grader has run the preflight's
-    kernel (a ZeroMQ context and its threads); a worker forked from that inherited them, and about one class run
-    in seven sat idle for the 120 s cell timeout after its last cell."""
+    kernel (a ZeroMQ context and its threads); a worker forked from that inherits them (with fork, 3 of about 20
+    class runs sat idle for 120 s after a submission's last cell: docs/classroom.md)."""
     import zmq
-    from autograde import classroom
+    from autograde import grade_class
 
     zmq.Context.instance()          # what the preflight's kernel client leaves in the grading process
-    with classroom.worker_pool(2, ("course", "assignment", False)) as pool:
+    with grade_class.worker_pool(2, ("course", "assignment", False)) as pool:
         inherited = [pool.submit(_what_a_worker_inherited).result() for _ in range(2)]
     assert all(not has_context for has_context, _ in inherited), "a worker inherited the parent's ZeroMQ context"
     assert all(state == ("course", "assignment", False) for _, state in inherited), inherited

@@ -34,9 +34,9 @@ import nbformat
 import pytest
 
 from autograde import NOTEBOOKS, SOLUTIONS
-from classroom import COURSE_ID, fill
-from classroom.core import (Classroom, ClassroomError, check_exchange, check_port_free, check_username,
-                            free_port, singleuser_args)
+from classroom import COURSE_ID, ClassroomError, fill
+from classroom.hub import check_exchange, check_port_free, free_port, singleuser_args
+from classroom.provision import Classroom, check_username
 
 ASSIGNMENT = "03_acceptance_math"
 TAG = f"sdt{os.getpid() % 100000}"

@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from specdec import train
+from specdec import cards, train
 from specdec.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
 from specdec.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
                               load_medusa, trainable_params)
@@ -73,7 +73,7 @@ def test_shipped_drafters_load_and_are_small(pair):
     report = json.loads((default_path() / "drafters.json").read_text())
     assert report["added_params"]["medusa"] == trainable_params(heads)
     assert report["added_params"]["eagle"] == trainable_params(eagle)
-    sha = train._sha256(default_path() / "target" / "model.safetensors")
+    sha = cards.file_sha256(default_path() / "target" / "model.safetensors")
     for name in ("medusa", "eagle"):
         assert json.loads((default_path() / name / "config.json").read_text())["trained_for"]["target_sha256"] == sha
 
@@ -233,5 +233,5 @@ def test_smoke_training_writes_loadable_drafters(pair, tmp_path):
         assert set(per_domain) == set(DOMAINS) and all(r["tau"] >= 1 for r in per_domain.values())
     assert (out / "drafters_log.csv").read_text().startswith("model,step,train_loss,heldout_loss")
     assert json.loads((out / "drafters.json").read_text())["command"].startswith("python -m specdec.train drafters")
-    card = train.drafter_card(report)
+    card = cards.drafter_card(report)
     assert "Medusa heads" in card and "EAGLE feature draft" in card

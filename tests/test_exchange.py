@@ -1,5 +1,5 @@
 """The learner's JupyterLab lists the course in nbgrader's Assignment List: notebooks/nbgrader_config.py
-points the panel at a local exchange that `python -m autograde exchange` (run by `make lab`) fills."""
+points the panel at a local exchange that `python -m autograde workspace` (run by `make lab`) fills."""
 import re
 
 from autograde import COURSE_ID, NOTEBOOKS, REPO, assignments

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from specdec import train
+from specdec import cards, train, train_pair
 from specdec.decoding import count_params
 from specdec.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)
@@ -155,7 +155,7 @@ def test_assisted_greedy_equals_target_greedy(assisted_pair, domain):
 
 def test_greedy_alpha_per_domain_stays_above_its_floor(pair):
     target, draft, tokenizer = pair
-    alpha = {d: train.greedy_alpha_on_texts(target, draft, tokenizer, heldout_texts(d)) for d in DOMAINS}
+    alpha = {d: train_pair.greedy_alpha_on_texts(target, draft, tokenizer, heldout_texts(d)) for d in DOMAINS}
     for domain, floor in ALPHA_FLOOR.items():
         assert alpha[domain] >= floor, (domain, alpha)
     assert alpha["json"] > alpha["prose"] + 0.1, alpha  # the gap between traffic types
@@ -175,7 +175,7 @@ def test_copy_rows_repeat_the_window_except_at_the_edits():
     sep = torch.tensor([1, 2])
     gen = torch.Generator().manual_seed(0)
     for _ in range(20):
-        row, copied = train.copy_row(stream, 33, sep, gen)
+        row, copied = train_pair.copy_row(stream, 33, sep, gen)
         half = (33 - 2) // 2                                 # 15, then sep, then 16 tokens
         assert row.shape == copied.shape == (33,)
         assert row[half:half + 2].tolist() == [1, 2]
@@ -212,6 +212,6 @@ def test_model_card_names_no_machine_specific_path():
     assert not absolute.search(card), absolute.search(card)
     report = json.loads((default_path() / "training.json").read_text(encoding="utf-8"))
     report["versions"]["stdlib"] = "/opt/somewhere/lib/python3.11"   # as a fresh run on another machine
-    regenerated = train.model_card(report)
+    regenerated = cards.model_card(report)
     assert "/opt/somewhere" not in regenerated and "lib/python3.11" in regenerated
     assert not absolute.search(regenerated), absolute.search(regenerated)

@@ -16,9 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autograde import assignments, engine, pipeline, sandbox  # noqa: E402
-from autograde.assignment import load_assignment, released_notebook, source_notebook  # noqa: E402
+from autograde import assignments, pipeline, sandbox  # noqa: E402
+from autograde.assignment import load_assignment, source_notebook  # noqa: E402
 from autograde.check import _prepared_gradebook  # noqa: E402
+from autograde.course import Course  # noqa: E402
+from autograde.notebook_io import released_notebook  # noqa: E402
 
 
 def grade_once(name, audit):
@@ -26,8 +28,8 @@ def grade_once(name, audit):
     import nbformat
     work = Path(tempfile.mkdtemp(prefix="audit-cost-"))
     try:
-        course = engine.Course(work, sandboxed=sandbox.bwrap_status()[0],
-                               extra_config={"SandboxedExecute": {"audit": audit}})
+        course = Course(work, sandboxed=sandbox.bwrap_status()[0],
+                        extra_config={"SandboxedExecute": {"audit": audit}})
         _prepared_gradebook(course, name)
         assignment, released = load_assignment(name), released_notebook(load_assignment(name))
         pipeline.submit(course, assignment, "solution", nbformat.read(str(source_notebook(name)), as_version=4),
@@ -35,9 +37,9 @@ def grade_once(name, audit):
         graded = pipeline.grade(course, assignment, "solution", released)
         if not graded.ok:
             raise RuntimeError(f"{name}: {graded.reason}")
-        if graded.record.get("audit"):
-            raise RuntimeError(f"{name}: the audit hook recorded the solution: {graded.record['audit']}")
-        return float(graded.record["seconds"]), graded.points, assignment.points
+        if graded.record.audit:
+            raise RuntimeError(f"{name}: the audit hook recorded the solution: {graded.record.audit}")
+        return float(graded.record.seconds), graded.points, assignment.points
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 
 from autograde import REPO
-from autograde.assignment import graded_part
+from autograde.notebook_io import graded_part
 
 A = "01_decode_is_bandwidth_bound"
 SOLUTION = REPO / "solutions" / A / f"{A}.ipynb"

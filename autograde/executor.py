@@ -1,15 +1,14 @@
-"""Grading engine: nbgrader's own converters, driven in this process, with every kernel sandboxed.
+"""The sandboxed executor: nbgrader's Execute step, with the student's kernel confined and the run recorded.
 
-One `Course` holds an nbgrader course directory (gradebook, submitted/, autograded/, feedback/) under a
-work folder.  `Course.prepare(assignment)` stores the assignment's source cells (hidden tests included)
-in the gradebook; `Course.autograde(student)` runs nbgrader's Autograde converter, whose Execute step is
-replaced by `SandboxedExecute`: the student's kernel runs confined (autograde.sandbox), under a per-cell
-and a whole-notebook time limit and an output cap, and crashes or hangs no longer abort the notebook
-(the cells after the failure are marked "not run", and nbgrader saves the grades it has).
+`SandboxedExecute` replaces nbgrader's Execute preprocessor (autograde.course puts it into the Autograde
+converter): the student's kernel runs confined (autograde.sandbox), the graded test cells under the kernel's
+guard (autograde.guard_kernel), under a per-cell and a whole-notebook time limit and an output cap, and
+crashes or hangs no longer abort the notebook (the cells after the failure are marked "not run", and
+nbgrader saves the grades it has).  What happened goes into a run record (autograde.records) that the
+outcomes and the feedback read.
 """
 import ast
 import json
-import logging
 import os
 import secrets
 import shutil
@@ -20,7 +19,6 @@ import tempfile
 import time
 import uuid
 import warnings
-from io import StringIO
 from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
@@ -29,13 +27,11 @@ from nbclient.util import run_sync
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
-from traitlets.config import Config
-from traitlets.config.loader import PyFileConfigLoader
 
-from autograde import REPO, WORK, put_tools_on_path, sandbox, scan
-from autograde._kernel import AUDIT_MIME, EVIDENCE_MIME, STUB, evidence_tag
+from autograde import REPO, sandbox, scan
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
-from autograde.outcomes import read_run_record, write_run_record
+from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
+from autograde.records import RunRecord, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
 warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks
@@ -61,6 +57,7 @@ ERROR_LINE_CHARS = 200                # a locked cell's error, as the run record
 EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
 LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
 AUDIT_EVENTS_KEPT = 50                # of the guard's audit records per notebook (the first ones)
+REBOUND_NAMES_KEPT = 50               # of the names the guard says a student's cell rebound, per test cell
 # modules the course's cells import that the kernel imports before any student code (so that a student's
 # cell cannot put a stand-in in sys.modules first); not the display stack, which the kernel sets up itself
 NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
@@ -85,6 +82,15 @@ def imported_modules(sources):
                 parts = name.split(".")
                 names += [".".join(parts[:i + 1]) for i in range(len(parts))]
     return [n for n in dict.fromkeys(names) if n.split(".")[0] not in NOT_PREIMPORTED]
+
+
+def guard_rebound(content):
+    """What the guard says a student's cell rebound, from the structured field of a test cell's error message
+    (autograde.guard_kernel.error_content): a list of names, or [] (another failure, or no guard's field)."""
+    names = content.get(REBOUND_FIELD)
+    if content.get("ename") != "GraderIntegrityError" or not isinstance(names, list):
+        return []
+    return [str(name)[:ERROR_LINE_CHARS] for name in names[:REBOUND_NAMES_KEPT]]
 
 
 def _error_output(ename, evalue):
@@ -116,15 +122,15 @@ class SandboxedExecute(Execute):
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
-    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/_kernel.py)").tag(config=True)
+    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/guard_kernel.py)").tag(
+        config=True)
     audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up
     def preprocess(self, nb, resources=None, km=None):
         info = (resources or {}).get("nbgrader", {})
         key = (info.get("student", "?"), info.get("assignment", "?"), info.get("notebook", "?"))
-        self._record = {"student": key[0], "assignment": key[1], "notebook": key[2], "events": [], "stop": None,
-                        "sandbox": self.use_sandbox, "output_bytes": 0, "exit_code": None}
+        self._record = RunRecord(student=key[0], assignment=key[1], notebook=key[2], sandbox=self.use_sandbox)
         self._cell_timeout = self.timeout or 0
         self._t0 = time.monotonic()
         self._stopped = None
@@ -148,19 +154,19 @@ class SandboxedExecute(Execute):
             try:
                 nb, resources = super().preprocess(nb, resources, km)
             except Exception as exc:
-                if not self._record["events"] or self._record["stop"] is None:
+                if not self._record.events or self._record.stop is None:
                     self._event("error", max(self._current, 0),
                                 f"the grader could not run the notebook: {type(exc).__name__}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}")
                 raise
         finally:
-            self._record["seconds"] = round(time.monotonic() - self._t0, 2)
-            self._record["output_bytes"] = self._out_bytes
+            self._record.seconds = round(time.monotonic() - self._t0, 2)
+            self._record.output_bytes = self._out_bytes
             if getattr(self, "_log_file", None) is not None:
                 self._log_file.close()
             if self._cgroups is not None:
-                if self._cgroups.oom_killed() and self._record["stop"] and self._record["stop"]["kind"] == "crash":
-                    self._record["stop"]["message"] += " (out of memory: the sandbox's memory limit was reached)"
+                if self._cgroups.oom_killed() and self._record.stop and self._record.stop["kind"] == "crash":
+                    self._record.stop["message"] += " (out of memory: the sandbox's memory limit was reached)"
                 self._cgroups.remove()
             shutil.rmtree(self._run_dir, ignore_errors=True)
             if self.record_dir:
@@ -176,7 +182,7 @@ class SandboxedExecute(Execute):
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
-            # the kernel reads this and deletes it before any cell runs (autograde/_kernel.py)
+            # the kernel reads this and deletes it before any cell runs (autograde/guard_kernel.py)
             course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
             guard = {"key": self._key.hex(), "audit": self.audit,
                      "tests": {sha256(c.source): c.source for c in nb.cells if is_test_cell(c)},
@@ -213,7 +219,7 @@ class SandboxedExecute(Execute):
             self._cgroups = sandbox.CgroupLimits(f"autograde-{uuid.uuid4().hex[:12]}",
                                                  int(self.memory_bytes * CGROUP_MEMORY_FACTOR), self.max_pids)
             cgroup_procs = self._cgroups.procs
-            self._record["cgroups"] = self._cgroups.active
+            self._record.cgroups = self._cgroups.active
         else:
             argv = [python, str(sandbox.KERNEL_SCRIPT), "-f", "{connection_file}", NO_HISTORY]
         sandbox.write_spec(run / "spec.json", argv=argv, limits=limits, cgroups=cgroup_procs,
@@ -257,11 +263,11 @@ class SandboxedExecute(Execute):
 
     # --------------------------------------------------------------------------------- execution
     def _event(self, kind, cell, message):
-        self._record["events"].append({"kind": kind, "cell": cell, "message": message})
+        self._record.events.append({"kind": kind, "cell": cell, "message": message})
 
     def _stop(self, kind, cell, message):
         self._stopped = message
-        self._record["stop"] = {"kind": kind, "cell": cell, "message": message}
+        self._record.stop = {"kind": kind, "cell": cell, "message": message}
         self._event(kind, cell, message)
 
     def _exit_cause(self):
@@ -274,7 +280,7 @@ class SandboxedExecute(Execute):
                 if rc is not None:
                     break
                 time.sleep(pause)
-        self._record["exit_code"] = rc
+        self._record.exit_code = rc
         if rc is None:
             return ""
         if rc < 0:
@@ -346,7 +352,7 @@ class SandboxedExecute(Execute):
         if is_locked_cell(cell) and self._errors.get(index):
             err = self._errors[index][0]
             first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_LINE_CHARS]
-            self._record.setdefault("locked_errors", []).append(
+            self._record.locked_errors.append(
                 {"cell": index, "grade_id": nbgrader_meta(cell).get("grade_id", "?"), "ename": str(err.get("ename")),
                  "evalue": first, "after_student_code": self._student_ran})
         elif not is_test_cell(cell) and sha256(cell.source) not in self._course_code:
@@ -366,7 +372,7 @@ class SandboxedExecute(Execute):
                 if isinstance(verdict, dict):
                     self._evidence[cell_index] = verdict
             if AUDIT_MIME in data:
-                kept = self._record.setdefault("audit", [])
+                kept = self._record.audit
                 for event in json.loads(data[AUDIT_MIME]):
                     if len(kept) >= AUDIT_EVENTS_KEPT or not isinstance(event, dict):
                         break
@@ -398,6 +404,9 @@ class SandboxedExecute(Execute):
                 out.traceback = [str(line)[:ERROR_TEXT_CHARS]
                                  for line in list(out.get("traceback", []))[:TRACEBACK_LINES]]
                 self._errors.setdefault(cell_index, []).append(out)
+            names = guard_rebound(msg.get("content") or {}) if cell_index in self._test_cells else []
+            if names and not any(r["cell"] == cell_index for r in self._record.rebound):
+                self._record.rebound.append({"cell": cell_index, "names": names})
             return out
         content = msg.get("content", {})
         size = len(content.get("text", "")) + sum(len(str(v)) for v in (content.get("data") or {}).values())
@@ -415,139 +424,3 @@ class SandboxedExecute(Execute):
         self._out_bytes += size
         self._cell_bytes[cell_index] = cell_bytes + size
         return super().output(outs, msg, display_id, cell_index)
-
-
-# ------------------------------------------------------------------------------------------ course
-def load_course_config():
-    """The course's nbgrader_config.py as a traitlets Config."""
-    return PyFileConfigLoader("nbgrader_config.py", path=str(REPO)).load_config()
-
-
-class Course:
-    """An nbgrader course directory rooted at the repository, with its working state under `work`."""
-
-    def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
-                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None):
-        put_tools_on_path()
-        self.config = load_course_config()
-        cfg = self.config
-        if work is not None:
-            work = Path(work).resolve()
-            work.mkdir(parents=True, exist_ok=True)
-            cfg.CourseDirectory.submitted_directory = str(work / "submitted")
-            cfg.CourseDirectory.autograded_directory = str(work / "autograded")
-            cfg.CourseDirectory.feedback_directory = str(work / "feedback")
-            cfg.CourseDirectory.db_url = f"sqlite:///{work / 'gradebook.db'}"
-        else:
-            work = WORK
-            work.mkdir(parents=True, exist_ok=True)
-        self.work = work
-        self.records = work / "runs"          # one JSON run record per student, assignment and notebook
-        cfg.CourseDirectory.root = str(REPO)
-        cfg.CourseDirectory.release_directory = str(work / "release")   # never notebooks/ while grading
-        execute = cfg.SandboxedExecute
-        execute.use_sandbox = sandboxed
-        execute.notebook_timeout = int(notebook_timeout)
-        execute.memory_bytes = int(memory_bytes)
-        execute.quick = quick
-        execute.guard = guard
-        execute.record_dir = str(self.records)
-        if cell_timeout is not None:
-            cfg.Execute.timeout = int(cell_timeout)
-        cfg.Autograde.autograde_preprocessors = [
-            SandboxedExecute if p is Execute else p for p in self._default_autograde_preprocessors()]
-        from autograde.feedback import SanitizeFeedback
-        feedback_pps = list(cfg.GenerateFeedback.get("preprocessors", []))
-        cfg.GenerateFeedback.preprocessors = [SanitizeFeedback] + [p for p in feedback_pps
-                                                                    if p is not SanitizeFeedback]
-        cfg.SanitizeFeedback.record_dir = str(self.records)
-        cfg.HTMLExporter.template_name = "feedback"
-        if extra_config:
-            cfg.merge(Config(extra_config))
-        self.log = logging.getLogger(f"autograde.course.{id(self)}")
-        self.log.propagate = False
-        self.log.setLevel(logging.INFO)
-
-    @staticmethod
-    def _default_autograde_preprocessors():
-        from nbgrader.converters import Autograde
-        return list(Autograde.class_traits()["autograde_preprocessors"].default())
-
-    # nbgrader paths
-    @property
-    def db_url(self):
-        return self.config.CourseDirectory.db_url
-
-    @property
-    def course_id(self):
-        return self.config.CourseDirectory.get("course_id", "")
-
-    def coursedir(self, assignment, student="."):
-        from nbgrader.coursedir import CourseDirectory
-        cd = CourseDirectory(config=self.config)
-        cd.assignment_id = assignment
-        cd.student_id = student
-        return cd
-
-    def path(self, step, student, assignment):
-        return Path(self.coursedir(assignment).format_path(
-            getattr(self.coursedir(assignment), f"{step}_directory"), student, assignment))
-
-    def _run(self, converter_class, assignment, student=".", **attrs):
-        """Run one nbgrader converter in this process; return (ok, log text)."""
-        from nbgrader.converters.base import NbGraderException
-        buf = StringIO()
-        handler = logging.StreamHandler(buf)
-        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
-        app = converter_class(coursedir=self.coursedir(assignment, student), config=self.config)
-        for k, v in attrs.items():
-            setattr(app, k, v)
-        app.log.addHandler(handler)
-        old_propagate = app.log.propagate
-        app.log.propagate = False
-        try:
-            app.start()
-            ok = True
-        except NbGraderException:
-            ok = False
-        except Exception:  # noqa: BLE001 (report, keep grading the others)
-            import traceback
-            buf.write(traceback.format_exc())
-            ok = False
-        finally:
-            app.log.removeHandler(handler)
-            app.log.propagate = old_propagate
-        return ok, buf.getvalue()
-
-    def prepare(self, assignment):
-        """Store the assignment's source (hidden tests included) in the gradebook; release into work/."""
-        from nbgrader.converters import GenerateAssignment
-        ok, log = self._run(GenerateAssignment, assignment, ".", force=True, create_assignment=True)
-        if not ok:
-            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{log}")
-        return self.work / "release" / assignment
-
-    def autograde(self, assignment, student):
-        """Run nbgrader's autograde for one student; return (ok, log text)."""
-        from nbgrader.converters import Autograde
-        return self._run(Autograde, assignment, student, force=True, create_student=True)
-
-    def know_course_cells(self, released):
-        """Tell the kernel's runner which code cells are the course's own (as released, unchanged)."""
-        self.config.SandboxedExecute.course_cells = sorted({sha256(c.source) for c in released.cells
-                                                             if c.cell_type == "code"})
-
-    def run_record(self, assignment, student, notebook):
-        """The record the sandboxed kernel's run left (events, stop, seconds ...), or {} if none."""
-        return read_run_record(self.records, student, assignment, notebook)
-
-    def save_run_record(self, record):
-        write_run_record(self.records, record)
-
-    def feedback(self, assignment, student):
-        from nbgrader.converters import GenerateFeedback
-        return self._run(GenerateFeedback, assignment, student, force=True)
-
-    def gradebook(self):
-        from nbgrader.api import Gradebook
-        return Gradebook(self.db_url, self.course_id)

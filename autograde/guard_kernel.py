@@ -1,9 +1,9 @@
 """The grading kernel: ipykernel with a guard around the graded test cells.
 
 This file runs INSIDE the sandbox (it is bind-mounted read-only there and run as a script), so it
-imports nothing from the course.  Usage (written into the kernelspec by autograde.engine):
+imports nothing from the course.  Usage (written into the kernelspec by autograde.executor):
 
-    python _kernel.py -f CONNECTION_FILE      with env AUTOGRADE_GUARD_FILE=PATH
+    python guard_kernel.py -f CONNECTION_FILE     with env AUTOGRADE_GUARD_FILE=PATH
 
 PATH is a JSON file the grader wrote for this kernel alone; the kernel reads it and deletes it before
 any cell runs.  It holds the graded test cells' source (the grader sends each test cell as a one-line
@@ -41,7 +41,7 @@ objects (``gc``), installs trace or profile hooks or another audit hook, swaps a
 defaults, or uses ``ctypes`` is refused (``PermissionError``) and recorded as tampering; reading frames
 (``sys._getframe``, ``inspect.stack``, a traceback's or generator's frame), ``exec``/``compile`` of its own
 strings, are recorded for review, and frame access is refused while a test runs.  The kernel sends the
-records to the grader after every cell (autograde.engine, status ``tampered`` or ``flagged``).
+records to the grader after every cell (autograde.executor, status ``tampered`` or ``flagged``).
 
 What it cannot do: student code runs in this same process, so code written against this guard can still
 reach objects the hook does not see; the grading tool also flags such code statically (autograde.scan).
@@ -543,8 +543,29 @@ class LockedBindings:
 LOCKED = LockedBindings()
 
 
+class Failure(tuple):
+    """A failed test: the tuple (ename, evalue, line), and `rebound`, the list of what code outside the course's
+    locked cells had rebound or changed of what those cells define ([] for every other failure).
+
+    evalue is the message for people; the grader's verdict reads `rebound`, which the kernel sends beside the
+    message (error_content), so that rewording the message changes no verdict."""
+
+    def __new__(cls, ename, evalue, line, rebound=()):
+        failure = tuple.__new__(cls, (ename, evalue, line))
+        failure.rebound = _list(rebound)
+        return failure
+
+
+def error_content(failure):
+    """The content of the kernel's error message for a failed test: the error as Jupyter shows it (the
+    traceback names the test cell's line) and the structured REBOUND_FIELD (autograde.executor keeps it)."""
+    ename, evalue, line = failure
+    return {"ename": ename, "evalue": evalue, "traceback": [f"autograde: test cell line {line}", f"{ename}: {evalue}"],
+            REBOUND_FIELD: _list(getattr(failure, "rebound", ()))}
+
+
 def run_test_cell(code, namespace, locked=None, audit=None):
-    """Run one graded test cell under the guard; return None if it passed, else (ename, evalue, line).
+    """Run one graded test cell under the guard; return None if it passed, else a Failure (ename, evalue, line).
 
     The test runs in a copy of the notebook's namespace: what it defines (a hidden reference
     implementation, the expected value `want`) is not visible to the student's functions, whose
@@ -567,7 +588,7 @@ def run_test_cell(code, namespace, locked=None, audit=None):
         try:       # a hidden block that does not start at the top level: one piece, nothing copied back
             parts, visible = [_compile(code, "<test-cell>", "exec")], None
         except SyntaxError as exc:
-            return "SyntaxError", _safe_text(exc), exc.lineno or 0
+            return Failure("SyntaxError", _safe_text(exc), exc.lineno or 0)
     used = set()
     for part in parts:
         used |= _names(part)
@@ -585,7 +606,7 @@ def run_test_cell(code, namespace, locked=None, audit=None):
         for part in parts[1:]:
             _exec(part, ns)
     except _BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt on timeout, SystemExit too)
-        failure = (_type(exc).__name__, _safe_text(exc), _failing_line(exc))
+        failure = Failure(_type(exc).__name__, _safe_text(exc), _failing_line(exc))
     for name, value in defined.items():
         if name not in BUILTIN_NAMES or name not in used:
             namespace[name] = value
@@ -593,18 +614,19 @@ def run_test_cell(code, namespace, locked=None, audit=None):
     locked.after_test_cell(defined)
     during = locked.check_and_restore(namespace)
     if rebound:
-        failure = ("GraderIntegrityError", locked.message(rebound, "Before this test"), 0)
+        failure = Failure("GraderIntegrityError", locked.message(rebound, "Before this test"), 0, rebound)
     elif failure is None and tampered:
-        failure = ("GraderIntegrityError",
+        failure = Failure("GraderIntegrityError",
                    "the test cell ran with modified Python internals: " + ", ".join(sorted(set(tampered))[:8]), 0)
     elif failure is None and during:
-        failure = ("GraderIntegrityError", locked.message(during, "While this test ran"), 0)
+        failure = Failure("GraderIntegrityError", locked.message(during, "While this test ran"), 0, during)
     return failure
 
 
 STUB = "# autograde: graded test cell "     # what the grader sends instead of a test's source
 AUDIT_MIME = "application/vnd.autograde.audit+json"
 EVIDENCE_MIME = "application/vnd.autograde.verdict+json"
+REBOUND_FIELD = "rebound"                   # of a failed test's error message: what a student's cell rebound
 
 
 def evidence_tag(key, digest, nonce):
@@ -668,7 +690,7 @@ def main():
     audit = Audit()
     if config.get("audit"):               # the grader turns it on (off only to measure what it costs)
         sys.addaudithook(audit.hook)
-    runner, verify, send_tag = run_test_cell, _verify_guard, evidence_tag
+    runner, verify, send_tag, make_error, fail = run_test_cell, _verify_guard, evidence_tag, error_content, Failure
     own = globals()
     own_names, own_code = _guard_snapshot(own)
 
@@ -733,7 +755,7 @@ def main():
             digest, nonce = (words + ["", ""])[:2]
             source = tests.get(digest)
             if source is None:
-                failure = ("GraderIntegrityError", "the grader sent a test cell this kernel does not know", 0)
+                failure = fail("GraderIntegrityError", "the grader sent a test cell this kernel does not know", 0)
             else:
                 audit.in_test = True
                 try:
@@ -743,8 +765,8 @@ def main():
                 changed = verify(own, own_names, own_code)
                 if changed:
                     audit.note("changed the grader's own code: " + ", ".join(changed[:8]))
-                    failure = ("GraderIntegrityError", "the grader's own code had been changed while this test ran: "
-                               + ", ".join(changed[:8]), 0)
+                    failure = fail("GraderIntegrityError", "the grader's own code had been changed while this test ran: "
+                                   + ", ".join(changed[:8]), 0)
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -753,11 +775,10 @@ def main():
             reply = {"status": "ok", "execution_count": self.execution_count, "payload": [],
                      "user_expressions": {}}
             if failure is not None:
-                ename, evalue, line = failure
-                content = {"ename": ename, "evalue": evalue,
-                           "traceback": [f"autograde: test cell line {line}", f"{ename}: {evalue}"]}
+                content = make_error(failure)
                 self.send_response(self.iopub_socket, "error", content)
-                reply.update(status="error", **content)
+                reply.update(status="error", ename=content["ename"], evalue=content["evalue"],
+                             traceback=content["traceback"])
             else:
                 verdict = {"test": digest, "nonce": nonce, "tag": send_tag(key, digest, nonce)}
                 self.send_response(self.iopub_socket, "display_data",

@@ -34,10 +34,14 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import REPO, WORK, assignments, cache_dir, engine, grading_sources, pipeline, scan
-from autograde.assignment import (graded_part, identify, load_assignment, read_json_notebook, released_notebook,
-                                  source_notebook)
-from autograde.outcomes import audit_verdict, summary
+from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipeline, scan
+from autograde.assignment import identify, load_assignment, source_notebook
+from autograde.course import Course
+from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
+from autograde.explain import explain
+from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
+from autograde.outcomes import audit_verdict
+from autograde.records import RunRecord
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
@@ -264,11 +268,11 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
             out = (results or {}).get(test.grade_id)
             if out is None:
                 continue
-            stop_kind = ((record or {}).get("stop") or {}).get("kind", "crash")
+            stop_kind = ((record.stop if record else None) or {}).get("kind", "crash")
             statuses.append({"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
                             or ("tampered" if out.ename == "GraderIntegrityError" else "ok"))
             if not out.passed:
-                notes.append(f"{test.grade_id}: {summary(test, out)}".replace("\n    ", " | "))
+                notes.append(f"{test.grade_id}: {explain(test, out).summary}".replace("\n    ", " | "))
         part_status = notebook_status if notebook_status != "ok" else worst(statuses)
         ungraded = notebook_status == "error"
         rows.append({"part": f"{part.label}: {part.title}" if part.title else part.label,
@@ -302,13 +306,13 @@ def grade_one(course, assignment, sub, keep_flagged=False):
         _hold_for_manual_grading(course, assignment, sub.student)
         _write_note_feedback(course, assignment, sub.student, "error", failure)
         detail = "; ".join(notes + [failure])
-        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0, log=graded.log)
+        return _result(sub, "error", detail, _rows_for(assignment, sub, "error", detail), t0)
     notes += graded.locked_notes
     status = "ok"
-    stop = record.get("stop")
+    stop = record.stop
     if stop:
         notes.append(stop["message"])
-    for e in record.get("events", []):
+    for e in record.events:
         if e["kind"] in ("timeout", "output") and (not stop or e["message"] != stop["message"]):
             notes.append(e["message"])
     review = []
@@ -327,24 +331,22 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     grades = pipeline.scores(course, assignment, sub.student)
     rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
     if status in ("flagged", "tampered") and review:
-        record["review"] = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
+        record.review = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
                             "reviews it.")
         course.save_run_record(record)           # the feedback reads it
     ok_fb, fb_log = course.feedback(assignment.name, sub.student)
     if not ok_fb:
-        notes.append("feedback failed: " + pipeline.failure_reason(fb_log, {}))
+        notes.append("feedback failed: " + pipeline.failure_reason(fb_log, RunRecord()))
     r = _result(sub, status, "; ".join(dict.fromkeys(n for n in notes if n)), rows, t0)
-    r.execute_s = float(record.get("seconds", 0.0))
+    r.execute_s = float(record.seconds)
     return r
 
 
-def _result(sub, status, detail, rows, t0, log=""):
+def _result(sub, status, detail, rows, t0):
     total_status = worst([status] + [r["status"] for r in rows])
-    r = Result(student=sub.student, status=total_status, detail=detail,
-               score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
-               max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
-    r.log = log
-    return r
+    return Result(student=sub.student, status=total_status, detail=detail,
+                  score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
+                  max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
 
 
 def _write_note_feedback(course, assignment, student, status, detail):
@@ -459,7 +461,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         return 0.0
     work = Path(tempfile.mkdtemp(prefix="autograde-preflight-"))
     try:
-        course = engine.Course(work, **settings)
+        course = Course(work, **settings)
         course.prepare(assignment.name)
         released = released_notebook(assignment, course)
         solution = graded_part(nbformat.read(str(source_notebook(assignment.name)), as_version=4))
@@ -469,8 +471,8 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         if not problem and graded.points < assignment.points:
             failed = [(assignment.test(g), o) for g, o in graded.results.items() if not o.passed]
             problem = (f"it scores {graded.points:g}/{assignment.points:g}; "
-                       + "; ".join(f"{t.grade_id}: {summary(t, o)}" for t, o in failed[:3]).replace("\n    ", " | "))
-            errors = graded.record.get("locked_errors", [])
+                       + "; ".join(f"{t.grade_id}: {explain(t, o).summary}" for t, o in failed[:3]).replace("\n    ", " | "))
+            errors = graded.record.locked_errors
             if errors:
                 problem += "; " + "; ".join(f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}"
                                             for e in errors[:3])
@@ -488,7 +490,7 @@ def preflight(assignment, *, out=sys.stdout, **settings):
 
 
 def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
-                notebook_timeout=engine.NOTEBOOK_SECONDS, memory_bytes=engine.MEMORY_BYTES, sandboxed=True,
+                notebook_timeout=NOTEBOOK_SECONDS, memory_bytes=MEMORY_BYTES, sandboxed=True,
                 quick=True, keep_flagged=False, jobs=1, check_solution=True, out=sys.stdout):
     """Grade every submission in `submissions`; returns (results, csv path, gradebook problems)."""
     from autograde import sandbox
@@ -505,7 +507,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
     if check_solution:
         preflight(assignment, out=out, **settings)
-    course = engine.Course(work, **settings)
+    course = Course(work, **settings)
     _refuse_own_folder(submissions, course, assignment)
     course.prepare(assignment_name)
     subs = discover(submissions, assignment, released_notebook(assignment, course))

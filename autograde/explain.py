@@ -1,0 +1,91 @@
+"""What to tell a person about a test cell's outcome: one ladder of the cases, for the three places that say it.
+
+    summary  the trusted sentence under the test in the feedback and the grades CSV (no kernel text, no
+             hidden source: safe to show a learner);
+    hint     what `python -m autograde check` advises the learner to do (it may quote the visible check's
+             own message: the learner runs their own notebook);
+    where    where the test stopped, as `check` prints it after the test's name.
+"""
+from dataclasses import dataclass
+
+from autograde.outcomes import KINDS
+
+HIDDEN_INPUTS = "they call your code on inputs that are not shown: other models, hardware, random values, bad input"
+
+
+@dataclass(frozen=True)
+class Explanation:
+    summary: str
+    hint: str             # "" for a passed test
+    where: str = ""       # "" when there is nothing to add to the test's name
+
+
+def explain(test, outcome, part=None, *, points=None, timeout_s=None):
+    """The Explanation of `outcome` (autograde.outcomes.Outcome) of `test` (autograde.assignment.TestCell).
+
+    part: the test's Part (its functions, label and worked example make the hint concrete); points: the
+    test's score, shown in the summary when given; timeout_s: the cell time limit the hint names.
+    Raises ValueError for a kind that autograde.outcomes.KINDS does not list."""
+    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
+    fns = ", ".join(f"{f}()" for f in (part.functions if part else [])) or "your code"
+    label = part.label if part else "this part"
+    example = f"\n          Worked example: {part.example}" if part and part.example else ""
+    kind = outcome.kind
+    if kind not in KINDS:
+        raise ValueError(f"no explanation for the outcome kind {kind!r} (autograde.outcomes.KINDS: {KINDS})")
+    if kind == "passed":
+        return Explanation(f"passed{pts}", "")
+    if kind == "timeout":
+        limit = f"{timeout_s} s" if timeout_s is not None else "the time limit"
+        return Explanation(f"failed{pts}: the test did not finish within the time limit (an infinite loop?)",
+                           f"the test did not finish within {limit}: look for an infinite loop in {fns}.",
+                           ": time limit")
+    if kind in ("crash", "not_run"):
+        hint = (f"the notebook stopped before this test ({outcome.note}). Restart the kernel, run all cells, "
+                f"and fix the cell that stops it.")
+        if kind == "crash":
+            return Explanation(f"failed{pts}: the kernel died while this test ran", hint, ": not run")
+        return Explanation(f"not run{pts}: the notebook stopped before this test ({outcome.note})", hint, ": not run")
+    if kind == "missing":
+        return Explanation(f"failed{pts}: {outcome.note}",
+                           f"{outcome.note}: keep every test cell of the notebook as the course gave it.")
+
+    # kind == "failed". Where it failed, from the trusted line number (the summary and `check` say it) ...
+    if outcome.region == "visible":
+        at = f"{outcome.ename} at line {outcome.line} of the visible test:\n    {test.line(outcome.line)}"
+        where = f" at line {outcome.line} of the visible test:\n      {test.line(outcome.line)}"
+    elif outcome.region == "hidden" and outcome.rule:
+        at = f"{outcome.ename} in the hidden tests, which check this rule: {outcome.rule}"
+        where = f" in the hidden tests: rule: {outcome.rule}"
+    elif outcome.region == "hidden":
+        at, where = f"{outcome.ename} in the hidden tests ({HIDDEN_INPUTS})", " in the hidden tests"
+    else:
+        at, where = outcome.note or outcome.ename, ""
+    summary = f"failed{pts}: {at}"
+    # ... and why, with what to do about it: one case per cause
+    if outcome.rebound:                       # the guard's verdict (only with GraderIntegrityError)
+        summary = (f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked cells "
+                   f"define and the tests rely on; the course's version was put back and this test counts as "
+                   f"failed (give your own helpers new names)")
+        hint = (f"your code rebound or changed {outcome.rebound}, which the course's locked cells (setup, given "
+                f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
+                f"ones as they are; the course's version was put back and this test counted as failed.")
+    elif outcome.ename == "GraderIntegrityError":
+        hint = outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+    elif outcome.ename == "NotImplementedError":
+        hint = f"write {fns} in the solution cell of {label}: it still raises NotImplementedError.{example}"
+    elif outcome.ename == "NameError":
+        hint = (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
+                f"signatures as given, and make sure every cell above runs without an error.")
+    elif outcome.region == "hidden" and outcome.rule:
+        hint = (f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "
+                f"{outcome.rule}. Read the part's text and docstring for that rule.")
+    elif outcome.region == "hidden":
+        hint = (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
+                f"work for every valid input (not only the worked example), return plain Python numbers, and "
+                f"raise ValueError naming the argument on bad input, as {label} asks.")
+    elif outcome.ename == "AssertionError":
+        hint = f"the visible check failed: {outcome.evalue or '(no message)'}{example}"
+    else:
+        hint = f"{fns} raised {outcome.ename}: {outcome.evalue}{example}"
+    return Explanation(summary, hint, where)

@@ -1,0 +1,50 @@
+"""A client of the running classroom, for the tests and classroom/measure.py: the hub's REST API with the
+classroom's tokens, a user's server started through it, and commands run as a classroom user.
+
+`HubClient` is a part of classroom.provision.Classroom: it uses the classroom's state, url and python.
+"""
+import json
+import os
+import pwd
+import subprocess
+import time
+import urllib.request
+
+from classroom import ClassroomError
+
+
+class HubClient:
+    """The hub's REST API and the classroom's users, as a test drives them (a mixin of classroom.provision.Classroom)."""
+
+    def api(self, path, method="GET", body=None, token=None, timeout=60):
+        """The hub's REST API (or a server behind the proxy) with the classroom's admin token."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"token {token or self.state['admin_token']}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+        return json.loads(raw) if raw.strip() else None
+
+    def spawn(self, user, timeout=180):
+        """Start `user`'s single-user server through the hub's REST API; return the seconds until it is ready."""
+        t0 = time.monotonic()
+        self.api(f"/hub/api/users/{user}/server", "POST", {})
+        while time.monotonic() - t0 < timeout:
+            server = self.api(f"/hub/api/users/{user}")["servers"].get("")
+            if server and server.get("ready"):
+                return time.monotonic() - t0
+            time.sleep(0.25)
+        raise ClassroomError(f"the server of {user} was not ready within {timeout} s:\n{self.log_tail()}")
+
+    def run_as(self, user, args, cwd="/", timeout=600, env=None):
+        """Run the classroom's python with `args` as `user`: that uid, its group and its supplementary
+        groups only (never root's), HOME its home, PATH the classroom environment first."""
+        pw = pwd.getpwnam(user)
+        groups = os.getgrouplist(user, pw.pw_gid)
+        run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
+        return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
+                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout)
+
+    def token(self, user, note="classroom"):
+        """A fresh API token of `user` (with the user's own permissions), through the hub's REST API."""
+        return self.api(f"/hub/api/users/{user}/tokens", "POST", {"note": note, "expires_in": 4 * 3600})["token"]
