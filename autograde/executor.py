@@ -122,8 +122,7 @@ class SandboxedExecute(Execute):
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
-    guard = Bool(True, help="run graded test cells under the kernel's guard (autograde/guard_kernel.py)").tag(
-        config=True)
+    guard = Bool(True, help="run test cells under the guard (autograde/guard_kernel.py)").tag(config=True)
     audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up

@@ -26,7 +26,6 @@ class Graded:
     record: RunRecord = field(default_factory=RunRecord)   # the kernel's run record (events, stop, seconds ...)
     results: dict = field(default_factory=dict)     # {grade_id: autograde.outcomes.Outcome}
     scores: dict = field(default_factory=dict)      # {grade_id: (score, auto_score, max_score)}
-    log: str = ""                                   # nbgrader's log of the run
     reason: str = ""                                # why it could not be graded (ok is False)
     own_files: list = field(default_factory=list)   # files the student submitted besides the notebook
 
@@ -100,7 +99,7 @@ def grade(course, assignment, student, released):
     record = course.run_record(assignment.name, student, assignment.notebook)
     graded = course.path("autograded", student, assignment.name) / f"{assignment.notebook}.ipynb"
     if not ok or not graded.exists():
-        return Graded(student, False, record=record, log=log, reason=failure_reason(log, record), own_files=own)
+        return Graded(student, False, record=record, reason=failure_reason(log, record), own_files=own)
     results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
     return Graded(student, True, record=record, results=results, scores=scores(course, assignment, student),
-                  log=log, own_files=own)
+                  own_files=own)

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 
 from classroom import COURSE_ID, fill, log
 from classroom.hub import free_port

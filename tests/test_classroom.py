@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.parse

@@ -9,7 +9,6 @@ import torch
 
 from specdec import kernels
 from specdec.decoding import greedy_generate, tiny_llama
-from specdec.models import padded_target
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 X86 = platform.machine().lower() in ("x86_64", "amd64")
