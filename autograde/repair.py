@@ -6,8 +6,8 @@ def normalize(nb, released):
     """Repair the nbgrader metadata of a submission so that nbgrader can grade it; return the notes.
 
     nbgrader 0.9.6 crashes on some damaged metadata (a duplicated test cell; a test cell whose solution
-    cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: metadata with
-    an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
+    cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: a renamed
+    cell's old id (listed in the release's `former_ids`) becomes its new one; metadata with an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
     nbgrader's DeduplicateIds does); and every test cell and locked cell (setup, given answers) the submission lacks is put back from the
     released notebook, after the nearest cell that precedes it in the release (else a locked cell at the
     top, a test cell at the end).
@@ -19,6 +19,17 @@ def normalize(nb, released):
     notes = []
     known = {nbgrader_meta(c).get("grade_id"): c for c in released.cells if nbgrader_meta(c).get("grade_id")}
     order = list(known)
+    # a cell the course renamed (its release lists the old id in `former_ids`): a copy made before keeps the
+    # old id, and is that cell, not the student's own code
+    former = {old: gid for gid, c in known.items() for old in c.get("metadata", {}).get("former_ids", [])}
+    present = {nbgrader_meta(c).get("grade_id") for c in nb.cells}
+    for cell in nb.cells:
+        m = cell.get("metadata", {}).get("nbgrader")
+        gid = m.get("grade_id") if isinstance(m, dict) else None
+        if gid not in known and gid in former and former[gid] not in present:
+            m["grade_id"] = former[gid]
+            present.add(former[gid])
+            notes.append(f"cell {gid!r} is the course's {former[gid]!r} (renamed since your copy was made)")
     for cell in nb.cells:
         if "nbgrader" not in cell.get("metadata", {}):
             continue

@@ -125,3 +125,25 @@ def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
         inherited = [pool.submit(_what_a_worker_inherited).result() for _ in range(2)]
     assert all(not has_context for has_context, _ in inherited), "a worker inherited the parent's ZeroMQ context"
     assert all(state == ("course", "assignment", False) for _, state in inherited), inherited
+
+
+# ------------------------------------------------------------------------------------------ submission repair
+def test_a_copy_made_before_a_cell_was_renamed_is_graded_as_that_cell():
+    """A learner's copy keeps the ids it was released with; a given cell the course renamed since (its release
+    lists the old id in `former_ids`) is that cell, not the student's own code redefining the given names."""
+    from autograde.notebook_io import released_notebook
+    from autograde.repair import normalize
+
+    name = "07_batch_crossover"
+    released = released_notebook(load_assignment(name))
+    old = nbformat.reads(nbformat.writes(released), as_version=4)
+    renamed = [c for c in old.cells if c.metadata.get("former_ids")]
+    assert renamed, "07 has a renamed given cell"
+    cell = renamed[0]
+    new_id = cell.metadata["nbgrader"]["grade_id"]
+    cell.metadata["nbgrader"]["grade_id"] = cell.metadata["former_ids"][0]
+    notes = normalize(old, released)
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in old.cells if "nbgrader" in c.metadata]
+    assert ids.count(new_id) == 1 and cell.metadata["nbgrader"]["grade_id"] == new_id, (ids, notes)
+    assert any("renamed since your copy was made" in n for n in notes), notes
+    assert len(old.cells) == len(released.cells), "no second copy of the given cell may be restored"

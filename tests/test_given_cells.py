@@ -210,3 +210,13 @@ def test_given_cells_follow_one_id_scheme(solutions):
             elif not re.fullmatch(r"given_[a-z][a-z0-9_]*", gid):
                 bad.append(f"{name} {gid}")
     assert not bad, bad
+
+
+def test_former_ids_name_no_current_cell(solutions):
+    """`former_ids` (the ids a renamed cell had, so that copies made before are graded as that cell,
+    autograde/repair.py) are unique in their notebook and none is a current id."""
+    for name, nb in solutions.items():
+        current = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+        former = [old for c in nb.cells for old in c.metadata.get("former_ids", [])]
+        assert len(former) == len(set(former)), (name, former)
+        assert not set(former) & current, (name, set(former) & current)
