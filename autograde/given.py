@@ -18,6 +18,7 @@ import ast
 import nbformat
 
 from autograde import SOLUTIONS, assignments, write_atomic
+from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta
 
 KEY = "given_from"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -38,7 +39,7 @@ def _strip_markers(source):
 
 
 def _cell_id(cell, index):
-    return cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+    return nbgrader_meta(cell).get("grade_id") or f"cell {index}"
 
 
 def given_cells(nb):
@@ -73,16 +74,12 @@ def _definitions(source, where):
     return found
 
 
-def _is_test(cell):
-    return bool(cell.metadata.get("nbgrader", {}).get("grade"))
-
-
 def _lookup(notebooks, origin, name, where):
     """The text of `name`'s definition in solution notebook `origin` (markers dropped, no comments above)."""
     nb = notebooks[origin]
     hits = []
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or _is_test(cell):
+        if cell.cell_type != "code" or is_test_cell(cell):
             continue
         defs = _definitions(cell.source, f"{origin} {_cell_id(cell, i)}")
         if name in defs:
@@ -127,8 +124,7 @@ def generate(name, cell, notebooks, index=None):
     if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
         raise GivenCellError(f"{where}: {KEY} must be a non-empty list of 'NOTEBOOK:NAME' or 'NAME' strings, "
                              f"got {entries!r}")
-    grading = cell.metadata.get("nbgrader", {})
-    if not grading.get("locked") or grading.get("solution") or grading.get("grade"):
+    if not is_locked_cell(cell):
         raise GivenCellError(f"{where}: only a locked cell that is neither a solution nor a test can be given")
     order = assignments()
     own = None

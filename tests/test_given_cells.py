@@ -18,7 +18,9 @@ import nbformat
 import pytest
 
 from autograde import assignments
+from autograde.assignment import is_locked_cell
 from autograde.given import KEY, GivenCellError, _definitions, _regenerate, _solutions, generate, given_cells, stale
+from nbhelpers import without_solution_markers
 
 BLOCK = 6          # lines: a repeated block this long is a restatement
 
@@ -163,8 +165,7 @@ def _scanned_lines(cell, name):
         own = [e for e in cell.metadata[KEY] if ":" not in e]
         defs = _definitions(source, name)
         source = "\n\n".join(defs[e][0] for e in own)
-    text = "\n".join(l for l in source.splitlines() if l.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
-                     and not l.lstrip().startswith(("%", "!")))
+    text = "\n".join(l for l in without_solution_markers(source).splitlines() if not l.lstrip().startswith(("%", "!")))
     lines = text.splitlines()
     drop = set()
     for node in ast.parse(text).body:
@@ -195,10 +196,9 @@ def test_given_cells_follow_one_id_scheme(solutions):
     bad = []
     for name, nb in solutions.items():
         for cell in nb.cells:
-            g = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not g.get("locked") or g.get("grade") or g.get("solution"):
+            if not is_locked_cell(cell):
                 continue
-            gid = g.get("grade_id", "")
+            gid = cell.metadata["nbgrader"].get("grade_id", "")
             if gid == "setup":
                 continue
             answers = re.fullmatch(r"given_answers((?:_\d\d)+)", gid)
