@@ -22,8 +22,9 @@ Kernels run the notebooks in full mode, as a learner does: this Run All is the t
 each solution. The notebook is saved after it, and tests/test_notebooks.py judges those outputs with nbgrader's
 Validator and checks the 180 s budget on this Run All's time instead of executing the notebook again
 (SPECDEC_BROWSER_QUICK=1: the smaller measurement sweeps, and test_notebooks.py executes the solutions itself).
-Nothing is written into solutions/ or notebooks/. Screenshots, the server log, per-notebook times (times.json) and, on failure, the executed
-notebook go to tests/artifacts/browser/ (git-ignored). With SPECDEC_DOCS_SCREENSHOT=1 the run also
+Nothing is written into solutions/ or notebooks/. Screenshots, the server log, per-notebook times (times.json),
+the executed notebooks of the full run and, on failure, the executed notebook go to tests/artifacts/browser/
+(git-ignored). With SPECDEC_DOCS_SCREENSHOT=1 the run also
 refreshes docs/jupyterlab.png, the README's screenshot.
 
 Needs /usr/bin/chromium (`apt-get install chromium`; `make test` installs it) and playwright from
