@@ -44,3 +44,42 @@ def load_model_configs(path=None):
     path = Path(path) if path else DATA_DIR / "model_configs.json"
     raw = json.loads(Path(path).read_text())
     return {name: cfg for name, cfg in raw.items() if not name.startswith("_")}
+
+
+@dataclass(frozen=True)
+class TPGroup:
+    """n GPUs of one kind under tensor parallelism (Megatron-LM, arXiv 1909.08053): each GPU holds 1/n of every
+    weight matrix and of every sequence's KV heads, and the n partial results of each layer's attention and MLP
+    are summed by an all-reduce (two per layer). The draft may run on fewer GPUs (vLLM's
+    `draft_tensor_parallel_size`). Memory, bandwidth and FLOP/s are per GPU; `memory_bytes` is the group's total."""
+    gpu: Hardware
+    n_gpus: int
+    draft_n_gpus: int
+    link_bytes_per_s: float        # interconnect bandwidth per GPU, one direction
+    allreduce_latency_s: float     # the fixed time of one small all-reduce
+    fixed_s_per_layer: float = 0.0  # launch and framework time per layer of a forward, not hidden by the kernels
+
+    @property
+    def name(self):
+        draft = "" if self.draft_n_gpus == self.n_gpus else f" (draft on {self.draft_n_gpus})"
+        return f"{self.n_gpus} x {self.gpu.name}{draft}"
+
+    @property
+    def memory_bytes(self):
+        return self.n_gpus * self.gpu.memory_bytes
+
+    @property
+    def bandwidth_bytes_per_s(self):
+        return self.gpu.bandwidth_bytes_per_s
+
+    @property
+    def flops_per_s(self):
+        return self.gpu.flops_per_s
+
+    @property
+    def verified(self):
+        return self.gpu.verified
+
+    def describe(self):
+        return (f"{self.name}: per GPU {self.gpu.describe().split(': ', 1)[1]}; link {self.link_bytes_per_s / 1e9:.0f} GB/s, "
+                f"all-reduce latency {self.allreduce_latency_s * 1e6:.0f} us")
