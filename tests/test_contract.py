@@ -11,9 +11,11 @@ from specdec.tables import load_hardware
 LLAMA_8B = {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
             "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128256, "tie_word_embeddings": False}
 
-# notebooks 07 and 08: a model is {"weight_bytes", "kv_bytes_per_token"} (bf16), a GPU a specdec.tables.Hardware
-SPEC_8B = {"name": "Llama-3.1-8B", "weight_bytes": 16_060_522_496.0, "kv_bytes_per_token": 131_072.0}
-SPEC_1B = {"name": "Llama-3.2-1B", "weight_bytes": 2_471_628_800.0, "kv_bytes_per_token": 32_768.0}
+# notebooks 07, 08 and 10: a model is notebook 07's model_spec (bf16, from the HF config), a GPU a specdec.tables.Hardware
+SPEC_8B = {"name": "Llama-3.1-8B", "weight_bytes": 16_060_522_496.0, "layer_bytes": 13_959_176_192.0, "lm_head_bytes": 1_050_673_152.0,
+           "kv_bytes_per_token": 131_072.0, "attention_flops_per_cached_token": 524_288.0, "layers": 32, "hidden_size": 4096}
+SPEC_1B = {"name": "Llama-3.2-1B", "weight_bytes": 2_471_628_800.0, "layer_bytes": 1_946_292_224.0, "lm_head_bytes": 525_336_576.0,
+           "kv_bytes_per_token": 32_768.0, "attention_flops_per_cached_token": 131_072.0, "layers": 16, "hidden_size": 2048}
 H100 = load_hardware()["H100 SXM"]
 
 # notebook prefix -> {function: parameters as "name" or "name=default"}, read from docs/contract.md
@@ -57,6 +59,8 @@ BAD_INPUT = [
     ("07", "step_seconds", (SPEC_8B, H100, 1, -1), {}, r"\bcontext\b"),
     ("07", "step_seconds", (SPEC_8B, H100, 1, 0), {"tokens": 0}, r"\btokens\b"),
     ("07", "step_seconds", ({"weight_bytes": 1e9}, H100, 1, 0), {}, r"\bmodel\b"),
+    ("07", "step_terms", (dict(SPEC_8B, layer_bytes=-1.0), H100, 1, 0), {}, r"\bmodel\b"),
+    ("07", "step_terms", (SPEC_8B, H100, 1, 0), {"tokens": 1.5}, r"\btokens\b"),
     ("07", "spec_speedup", (0, 0, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b"),
     ("07", "spec_speedup", (1, 0, 1.2, 4, SPEC_8B, SPEC_1B, H100), {}, r"\balpha\b"),
     ("07", "spec_speedup", (256, 4096, 0.8, 4, SPEC_8B, SPEC_1B, H100), {}, r"\bbatch\b.*\bcontext\b"),
