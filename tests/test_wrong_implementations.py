@@ -491,14 +491,25 @@ def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_by
 
 WRONG += [
     Case("07", "step_seconds", "one sequence's KV for the whole batch (KV not multiplied by batch)",
-         P("07", "step_seconds", ('model["weight_bytes"] + batch * context * model["kv_bytes_per_token"]',
-                                  'model["weight_bytes"] + context * model["kv_bytes_per_token"]'))),
-    Case("07", "step_seconds", "KV read once per new token (k + 1 times in a verify step)",
-         P("07", "step_seconds", ('batch * context * model["kv_bytes_per_token"]',
-                                  'batch * tokens * context * model["kv_bytes_per_token"]'))),
+         P("07", "step_seconds", ('kv = batch * context * model["kv_bytes_per_token"]', 'kv = context * model["kv_bytes_per_token"]'))),
+    Case("07", "step_seconds", "KV re-read per query position (batch expansion where the multi-query kernel is stated)",
+         P("07", "step_seconds", ('kv = batch * context * model["kv_bytes_per_token"]', 'kv = batch * tokens * context * model["kv_bytes_per_token"]'))),
+    Case("07", "step_seconds", "one max over the terms instead of their sum (kernels overlapped)",
+         P("07", "step_seconds", ("return float(sum(step_terms(model, gpu, batch, context, tokens).values()))",
+                                  "return float(max(step_terms(model, gpu, batch, context, tokens).values()))"))),
+    Case("07", "step_seconds", "the input embedding counted as streamed",
+         P("07", "step_seconds", ('"gemm": roofline(model["layer_bytes"], m * model["layer_bytes"]),',
+                                  '"gemm": roofline(model["weight_bytes"] - model["lm_head_bytes"], m * (model["weight_bytes"] - model["lm_head_bytes"])),'))),
+    Case("07", "step_seconds", "tensor parallelism without the all-reduce term",
+         P("07", "step_seconds", ("    if n > 1:\n", "    if n > 1 and False:\n"))),
+    Case("07", "step_seconds", "tensor parallelism: every GPU reads all the bytes (not 1/n)",
+         P("07", "step_seconds", ("return max(n_bytes / n / bw, n_flops / n / flops)", "return max(n_bytes / bw, n_flops / n / flops)"))),
+    Case("07", "step_seconds", "the fixed cost left out", P("07", "step_seconds", ('"fixed": gpu.fixed_s_per_layer * model["layers"] if isinstance(gpu, TPGroup) else 0.0,', '"fixed": 0.0,'))),
     Case("07", "spec_speedup", "the draft costs nothing even when it is a model",
-         P("07", "spec_speedup", ("draft_s = 0.0 if draft is None else step_seconds(draft, gpu, batch, context)",
+         P("07", "spec_speedup", ("draft_s = 0.0 if draft is None else step_seconds(draft, draft_gpus(gpu), batch, context)",
                                   "draft_s = 0.0"))),
+    Case("07", "spec_speedup", "the draft on the target's GPUs whatever draft_n says",
+         P("07", "spec_speedup", ("step_seconds(draft, draft_gpus(gpu), batch, context)", "step_seconds(draft, gpu, batch, context)"))),
     Case("07", "spec_speedup", "KV left out (the zero-context model at every context)",
          P("07", "spec_speedup", ("plain = step_seconds(target, gpu, batch, context)\n",
                                   "plain = step_seconds(target, gpu, batch, 0)\n"),
@@ -703,3 +714,32 @@ def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(
     label = said if said in test.rules else test.rule_at(failure.line)
     assert label, f"{case.what}: fails line {failure.line} of {failure.grade_id}, which names no rule"
     assert label in _contract_rules(case.prefix), f"{case.what}: rule {label!r} is not in docs/contract.md"
+
+
+# the four modelling errors a reviewer of notebook 07's step model looks for: each breaks a hidden rule by itself
+# (run without the visible lines of the test cells, which catch most of them first)
+MODEL_ERRORS_07 = {
+    "one max over the terms instead of their sum (kernels overlapped)":
+        "step_seconds is the sum of the terms (dependent kernels), not one max",
+    "the input embedding counted as streamed": "the input embedding is not streamed (only layer_bytes and lm_head_bytes are read)",
+    "KV re-read per query position (batch expansion where the multi-query kernel is stated)":
+        "each sequence's KV is read once per step for all its queries (a multi-query verify kernel)",
+    "tensor parallelism without the all-reduce term": "tensor parallelism: two all-reduces per layer (latency + ring transfer)",
+}
+
+
+@pytest.mark.parametrize("what", sorted(MODEL_ERRORS_07))
+def test_each_step_model_error_of_07_breaks_its_own_hidden_rule(what):
+    from autograde.outcomes import RULE_PREFIX
+    case = next(c for c in WRONG if c.prefix == "07" and c.what == what)
+    ns = namespace("07", {case.part: case.text()})
+    hidden = [source.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+              for grade_id, source in part_test_cells("07", case.part) if grade_id == "test_step_seconds"]
+    with pytest.raises(AssertionError) as failed:
+        exec(compile(hidden[0], "07:test_step_seconds (hidden)", "exec"), dict(ns))
+    labels = set()
+    for grade_id, source in part_test_cells("07", case.part):
+        labels |= set(re.findall(r'"rule: ([^"]+)"', source))
+    message = str(failed.value)
+    assert message.startswith(RULE_PREFIX), f"{what}: fails without a rule label: {message[:120]}"
+    assert message[len(RULE_PREFIX):].strip() == MODEL_ERRORS_07[what], f"{what}: fails {message!r}"
