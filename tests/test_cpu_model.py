@@ -1,0 +1,76 @@
+"""specdec/cpu_model.py: notebook 10's CPU step model adds measured terms, anchors its rest on two measured
+forwards, and takes a static batch's rounds as the expected maximum over its sequences."""
+import itertools
+
+import numpy as np
+import pytest
+
+from specdec.cpu_model import (CpuStepModel, bytes_per_weight, expected_batch_rounds, interpolate, measure_kernels,
+                               rounds_per_sequence)
+from specdec.decoding import tiny_llama
+
+
+def test_interpolate_is_piecewise_linear_and_extends_past_the_ends():
+    xs, ys = [1, 2, 4], [10.0, 20.0, 30.0]
+    assert interpolate(xs, ys, 1) == 10.0 and interpolate(xs, ys, 3) == 25.0 and interpolate(xs, ys, 4) == 30.0
+    assert interpolate(xs, ys, 8) == 50.0          # beyond the last point: the last segment's slope
+    assert interpolate(xs, ys, 0) == 0.0           # before the first: the first segment's slope
+    with pytest.raises(ValueError):
+        interpolate([1, 1], [0.0, 1.0], 1)
+
+
+def _model():
+    grid = [1, 10, 100]
+    return CpuStepModel(name="m", layers=3, grid=grid, gemm={"a": [1.0, 2.0, 11.0], "b": [0.5, 0.5, 0.5]},
+                        activation=[0.1, 0.2, 1.1], lm_head=[0.2, 0.2, 2.0])
+
+
+def test_the_forward_is_the_sum_of_its_terms_with_the_rest_anchored_on_measured_forwards():
+    m = _model()
+    k1 = m.kernels(1)
+    assert k1 == {"gemm": 3 * 1.5, "activation": 3 * 0.1, "lm_head": 0.2}
+    rest_1 = m.anchor(1, 10.0)                       # a measured forward of 10 s over one token
+    rest_100 = m.anchor(100, 60.0)
+    assert rest_1 == pytest.approx(10.0 - 5.0) and rest_100 == pytest.approx(60.0 - (3 * 11.5 + 3 * 1.1 + 2.0))
+    # at the anchors the model returns the measured forwards exactly; between them the rest is linear in M
+    assert m.seconds(1, 1) == pytest.approx(10.0) and m.seconds(10, 10) == pytest.approx(60.0)
+    mid = m.terms(5, 2)                               # M = 10
+    assert mid["rest"] == pytest.approx(rest_1 + (rest_100 - rest_1) * 9 / 99)
+    assert m.seconds(5, 2) == pytest.approx(sum(mid.values()))
+    assert m.terms(2, 5) == m.terms(5, 2)             # the terms depend on the tokens M = B x t
+
+
+def test_rest_needs_two_anchors():
+    m = _model()
+    m.anchor(1, 10.0)
+    with pytest.raises(ValueError, match="two anchors"):
+        m.seconds(1, 1)
+
+
+def test_rounds_per_sequence_counts_until_each_sequence_has_its_tokens():
+    per_round = [np.array([4, 0]), np.array([0, 1]), np.array([2, 0])]   # tokens per round: (5, 1), (1, 2), (3, 1)
+    assert rounds_per_sequence(per_round, 4) == [1, 3]
+    assert rounds_per_sequence(per_round, 3) == [1, 2]
+    with pytest.raises(ValueError, match="did not reach"):
+        rounds_per_sequence(per_round, 5)
+
+
+def test_expected_batch_rounds_is_the_expected_maximum_of_the_batch():
+    rounds = [2, 2, 3, 5]
+    assert expected_batch_rounds(rounds, 1) == pytest.approx(np.mean(rounds))
+    for batch in (2, 3):         # brute force over every draw with replacement
+        draws = list(itertools.product(rounds, repeat=batch))
+        assert expected_batch_rounds(rounds, batch) == pytest.approx(np.mean([max(d) for d in draws]))
+    values = [expected_batch_rounds(rounds, b) for b in (1, 2, 4, 8, 64)]
+    assert values == sorted(values) and values[-1] <= 5 and values[-1] > 4.9
+    with pytest.raises(ValueError):
+        expected_batch_rounds([], 2)
+
+
+def test_measure_kernels_times_the_models_own_modules():
+    model = tiny_llama(vocab_size=64, hidden_size=32, num_hidden_layers=2, seed=0)
+    terms = measure_kernels("tiny", model, [1, 4, 16], repeats=1)
+    assert terms.layers == 2 and set(terms.gemm) == {"q", "k", "v", "o", "gate", "up", "down"}
+    assert all(len(v) == 3 and all(t > 0 for t in v) for v in terms.gemm.values())
+    assert len(terms.activation) == 3 and len(terms.lm_head) == 3
+    assert bytes_per_weight("bf16") == 2 and bytes_per_weight("fp32") == 4 and bytes_per_weight("int8-fbgemm") == 1
