@@ -527,6 +527,13 @@ WRONG += [
                                      'time_ratio = 1.0 / sum(share / total * speedups[state] for state, share in states.items())'))),
 ]
 
+WRONG += [
+    Case("08", "round_cost_ratio", "the draft on the target's GPUs (gpu), not on draft_gpus(gpu)",
+         P("08", "round_cost_ratio", ("step_seconds(draft, draft_gpus(gpu), batch, context)", "step_seconds(draft, gpu, batch, context)"))),
+    Case("08", "round_cost_ratio", "the verify step priced as one plain step (its compute-bound GEMMs left out)",
+         P("08", "round_cost_ratio", ("step_seconds(target, gpu, batch, context, tokens=k + 1)", "step_seconds(target, gpu, batch, context)"))),
+]
+
 CORRECT += [
     Case("08", "break_even_alpha", "Newton's method on E(alpha) - cost_ratio instead of bisection", '''
 def break_even_alpha(k, cost_ratio):
