@@ -5,7 +5,10 @@ those solutions by `make release`: tests/test_given_cells.py).
   sequence exactly its own plain greedy decoding, on the shipped pair and on random pairs, in rounds where the
   sequences accept different counts, with one target forward per round for the whole batch;
 - the server simulation's traces are well formed, and the policies behave as the notebook says at the
-  extremes (speculation lowers TPOT at low load; the gate is never worse than both fixed policies).
+  extremes (speculation lowers TPOT at low load; the gate is never worse than both fixed policies);
+- its prefill is one forward over the admitted prompts (weight GEMMs over their summed tokens, causal attention
+  within each prompt, the LM head at each prompt's last token), and a held draft prefills the same prompts on
+  its own GPUs: at an idle server a request's TTFT is exactly that prefill.
 """
 import nbformat
 import numpy as np
@@ -91,8 +94,8 @@ def test_batched_greedy_equals_per_sequence_greedy(ns):
 
 
 def _simulator(ns):
-    """The notebook's simulate_server (an ordinary cell), executed in the solution namespace."""
-    cell = next(c.source for c in _cells(NAME) if c.cell_type == "code" and c.source.startswith("def simulate_server"))
+    """The notebook's prefill_seconds and simulate_server (an ordinary cell), executed in the solution namespace."""
+    cell = next(c.source for c in _cells(NAME) if c.cell_type == "code" and "\ndef simulate_server(" in c.source)
     exec(compile(cell, f"{NAME}:simulate_server", "exec"), ns)
     return ns["simulate_server"]
 
@@ -110,3 +113,54 @@ def test_simulated_traces_are_well_formed_and_policies_behave(ns):
         tpot[policy] = ns["serving_metrics"](trace)["tpot_p50"]
         assert mean_k == {"off": 0.0, "fixed": 4.0}.get(policy, mean_k)
     assert tpot["fixed"] < tpot["off"] and tpot["gated"] < tpot["off"], tpot
+
+
+def _prefill_reference(m, g, lengths):
+    """The prefill from the model's description alone: GEMMs and all-reduces over the summed tokens, causal
+    attention per prompt (p^2 / 2 query-key products, half the prompt's KV read), the LM head once per prompt."""
+    from specdec.tables import TPGroup
+    n = g.n_gpus if isinstance(g, TPGroup) else 1
+    bw, fl, M = g.bandwidth_bytes_per_s * n, g.flops_per_s * n, sum(lengths)
+    gemm = max(m["layer_bytes"] / bw, M * m["layer_bytes"] / fl)
+    attention = sum(max(p / 2 * m["kv_bytes_per_token"] / bw, p * p / 2 * m["attention_flops_per_cached_token"] / fl)
+                    for p in lengths)
+    lm_head = max(m["lm_head_bytes"] / bw, len(lengths) * m["lm_head_bytes"] / fl)
+    reduce = 0.0 if n == 1 else 2 * m["layers"] * (g.allreduce_latency_s + 2 * (n - 1) / n * M * m["hidden_size"] * 2
+                                                   / g.link_bytes_per_s)
+    fixed = g.fixed_s_per_layer * m["layers"] if isinstance(g, TPGroup) else 0.0
+    return fixed + gemm + attention + lm_head + reduce
+
+
+def test_prefill_is_one_forward_over_the_admitted_prompts(ns):
+    _simulator(ns)
+    prefill, spec = ns["prefill_seconds"], ns["model_spec"]
+    l8, l1, l70, h100 = spec("Llama-3.1-8B"), spec("Llama-3.2-1B"), spec("Llama-3.1-70B"), ns["h100"]
+    assert prefill(l8, h100, []) == 0.0
+    setups = [(l8, h100), (l1, h100), (l70, ns["gpus"](h100, 8)), (l70, ns["gpus"](h100, 4, draft_n=1, fixed_s_per_layer=1e-5))]
+    for m, g in setups:
+        for lengths in ([1], [144] * 16, [32, 256, 97], [4096], [2048, 6144]):
+            want = _prefill_reference(m, g, lengths)
+            assert abs(prefill(m, g, lengths) - want) <= 1e-9 * want, (m["name"], g.name, lengths)
+    together, alone = prefill(l8, h100, [144] * 16), sum(prefill(l8, h100, [144]) for _ in range(16))
+    assert together < 0.5 * alone, "short prompts share one weight read when prefilled together"
+    assert abs(prefill(l8, h100, [4096] * 2) - 2 * prefill(l8, h100, [4096])) <= 0.01 * prefill(l8, h100, [4096]), \
+        "a long prompt is compute-bound alone: company saves (almost) nothing"
+
+
+@pytest.mark.parametrize("setup", ["8B + 1B, 1 x H100", "70B + 1B, 4 x H100, draft on 1"])
+def test_an_idle_server_answers_after_the_prefill_of_target_and_held_draft(ns, setup):
+    simulate = _simulator(ns)
+    spec, h100 = ns["model_spec"], ns["h100"]
+    target, draft, gpu = ((spec("Llama-3.1-8B"), spec("Llama-3.2-1B"), h100) if setup.startswith("8B")
+                          else (spec("Llama-3.1-70B"), spec("Llama-3.2-1B"), ns["gpus"](h100, 4, draft_n=1)))
+    prompts, outputs = np.array([40, 900, 3000, 6000, 128]), np.array([30, 64, 2, 100, 50])
+    for policy in ("off", "fixed", "gated"):
+        trace, _ = simulate(0.01, prompts, outputs, target, draft, gpu, policy, 0.8, 4, seed=2)
+        gaps = np.diff(trace["arrival"])
+        assert (trace["finish"][:-1] < trace["arrival"][1:]).all() and gaps.min() > 0, "each request finds the server idle"
+        for i, p in enumerate(prompts):
+            want = ns["prefill_seconds"](target, gpu, [p])
+            if policy != "off":
+                want += ns["prefill_seconds"](draft, ns["draft_gpus"](gpu), [p])
+            ttft = trace["first_token"][i] - trace["arrival"][i]
+            assert abs(ttft - want) <= 1e-9 * want, (policy, int(p), ttft, want)
