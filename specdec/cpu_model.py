@@ -5,9 +5,11 @@ of kernels that run one after another, so their times add:
 
     forward(B, t) = rest(M) + layers · (Σ weight GEMMs of one layer at M rows + activation at M rows) + LM head(M)
 
-The GEMM and activation times are micro-benchmarks on the model's **own modules** (the padded target's real
-shapes, on its kernel path) over a grid of M; between grid points they are interpolated (a soft knee, not a sharp
-ridge). `rest` is everything else a forward does (launching dozens of operators, norms, rotary embeddings,
+The GEMM times are micro-benchmarks on the model's **own modules** (the padded target's real shapes, on its kernel
+path) over a grid of M; between grid points they are interpolated (a soft knee, not a sharp ridge). The MLP is
+also timed whole (gate and up GEMMs, SiLU, the product, the down GEMM, on fresh intermediate tensors as in a real
+forward): what it takes beyond its three GEMMs is its **activation** term, the traffic of M x width intermediate
+values that a GEMM micro-benchmark on a warm input does not see. `rest` is everything else a forward does (launching dozens of operators, norms, rotary embeddings,
 attention over a short cache, masks): it is measured at two anchors, a decode step at batch 1 (the **fixed cost**
 of a forward) and the prefill of the largest batch, each minus its measured GEMMs and activation, and interpolated
 linearly in M between them. None of these is a speculative run.
@@ -38,15 +40,15 @@ class CpuStepModel:
     """Measured terms of one model's forward on this CPU (seconds), and the forward time they add up to.
 
     grid: the M values (tokens per forward) the micro-benchmarks ran at.  gemm: {name: seconds per grid point} for
-    the weight GEMMs of ONE layer.  activation: seconds per grid point for one layer's MLP activation.
-    lm_head: seconds per grid point.  layers: decoder layers.  rest_at: {M: seconds} of everything else a forward
+    the weight GEMMs of ONE layer (q, k, v, o, gate, up, down).  mlp: seconds per grid point of one layer's MLP
+    timed whole.  lm_head: seconds per grid point.  layers: decoder layers.  rest_at: {M: seconds} of everything else a forward
     does, at the anchors.
     """
     name: str
     layers: int
     grid: list
     gemm: dict
-    activation: list
+    mlp: list
     lm_head: list
     rest_at: dict = field(default_factory=dict)
 
@@ -55,8 +57,10 @@ class CpuStepModel:
 
     def kernels(self, m):
         """{"gemm", "activation", "lm_head"}: the measured kernel terms of one forward over m tokens, seconds."""
-        return {"gemm": self.layers * sum(self._curve(v, m) for v in self.gemm.values()),
-                "activation": self.layers * self._curve(self.activation, m),
+        gemm = {key: self._curve(values, m) for key, values in self.gemm.items()}
+        mlp_gemms = gemm["gate"] + gemm["up"] + gemm["down"]
+        return {"gemm": self.layers * sum(gemm.values()),
+                "activation": self.layers * max(0.0, self._curve(self.mlp, m) - mlp_gemms),
                 "lm_head": self._curve(self.lm_head, m)}
 
     def rest(self, m):
@@ -117,33 +121,49 @@ def _layer_modules(model):
     return gemms, mlp, lm.lm_head, len(lm.model.layers), lm.model.embed_tokens.weight.dtype
 
 
-def measure_kernels(name, model, grid, repeats=3, threads=None):
-    """CpuStepModel of `model` with its GEMM, activation and LM-head terms timed on its own modules over `grid`
-    (M values), medians of `repeats` after a warm-up; `threads` (e.g. 1 for a one-thread draft) while timing."""
+def measure_kernels(name, model, grid, repeats=5, threads=None, anchors=None):
+    """CpuStepModel of `model` with its GEMMs, its MLP (whole) and its LM head timed on its own modules over `grid`
+    (M values), medians of `repeats` after a warm-up; `threads` (e.g. 1 for a one-thread draft) while timing.
+
+    anchors: {M: a callable running one whole forward over M tokens}; at each such M the forward is timed
+    **interleaved** with the kernels (round-robin, so a slow spell of the machine hits them alike), and the
+    model's rest at M is that forward minus the kernels.
+    """
     import torch
 
-    from .timing import median_seconds
+    from .timing import interleaved_medians
 
     gemms, mlp, lm_head, layers, dtype = _layer_modules(model)
     hidden, inter = gemms["q"].in_features, gemms["down"].in_features
+    anchors = dict(anchors or {})
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
-    out = {"gemm": {key: [] for key in gemms}, "activation": [], "lm_head": []}
+    out = {"gemm": {key: [] for key in gemms}, "mlp": [], "lm_head": []}
+    forwards = {}
     try:
         with torch.no_grad():
-            for m in grid:
+            for m in sorted(set(grid) | set(anchors)):
                 x_h = torch.randn(1, m, hidden, generator=gen).to(dtype)
                 x_i = torch.randn(1, m, inter, generator=gen).to(dtype)
-                for key, module in gemms.items():
-                    x = x_i if key == "down" else x_h
-                    out["gemm"][key].append(median_seconds(lambda: module(x), repeats=repeats, warmup=1))
-                out["activation"].append(median_seconds(lambda: mlp.act_fn(x_i) * x_i, repeats=repeats, warmup=1))
-                out["lm_head"].append(median_seconds(lambda: lm_head(x_h), repeats=repeats, warmup=1))
+                calls = {key: (lambda module=module, x=(x_i if key == "down" else x_h): module(x)) for key, module in gemms.items()}
+                calls["mlp"], calls["lm_head"] = (lambda: mlp(x_h)), (lambda: lm_head(x_h))
+                if m in anchors:
+                    calls["forward"] = anchors[m]
+                med = interleaved_medians(calls, repeats=repeats, warmup=1)
+                for key in gemms:
+                    out["gemm"][key].append(med[key])
+                out["mlp"].append(med["mlp"])
+                out["lm_head"].append(med["lm_head"])
+                if m in anchors:
+                    forwards[m] = med["forward"]
     finally:
         torch.set_num_threads(before)
-    return CpuStepModel(name=name, layers=layers, grid=list(grid), **out)
+    terms = CpuStepModel(name=name, layers=layers, grid=sorted(set(grid) | set(anchors)), **out)
+    for m, seconds in forwards.items():
+        terms.anchor(m, seconds)
+    return terms
 
 
 BYTES_PER_WEIGHT = {"bf16": 2, "fp32": 4}       # any int8 path: one byte per weight (see bytes_per_weight)

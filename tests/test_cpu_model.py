@@ -21,14 +21,16 @@ def test_interpolate_is_piecewise_linear_and_extends_past_the_ends():
 
 def _model():
     grid = [1, 10, 100]
-    return CpuStepModel(name="m", layers=3, grid=grid, gemm={"a": [1.0, 2.0, 11.0], "b": [0.5, 0.5, 0.5]},
-                        activation=[0.1, 0.2, 1.1], lm_head=[0.2, 0.2, 2.0])
+    gemm = {"q": [0.5, 0.5, 0.5], "k": [0.0] * 3, "v": [0.0] * 3, "o": [0.0] * 3,
+            "gate": [0.25, 0.5, 3.0], "up": [0.25, 0.5, 3.0], "down": [0.5, 1.0, 5.0]}
+    # the MLP timed whole takes 0.1, 0.2, 1.1 s more than its three GEMMs: its activation term
+    return CpuStepModel(name="m", layers=3, grid=grid, gemm=gemm, mlp=[1.1, 2.2, 12.1], lm_head=[0.2, 0.2, 2.0])
 
 
 def test_the_forward_is_the_sum_of_its_terms_with_the_rest_anchored_on_measured_forwards():
     m = _model()
     k1 = m.kernels(1)
-    assert k1 == {"gemm": 3 * 1.5, "activation": 3 * 0.1, "lm_head": 0.2}
+    assert k1 == pytest.approx({"gemm": 3 * 1.5, "activation": 3 * 0.1, "lm_head": 0.2})
     rest_1 = m.anchor(1, 10.0)                       # a measured forward of 10 s over one token
     rest_100 = m.anchor(100, 60.0)
     assert rest_1 == pytest.approx(10.0 - 5.0) and rest_100 == pytest.approx(60.0 - (3 * 11.5 + 3 * 1.1 + 2.0))
@@ -72,5 +74,27 @@ def test_measure_kernels_times_the_models_own_modules():
     terms = measure_kernels("tiny", model, [1, 4, 16], repeats=1)
     assert terms.layers == 2 and set(terms.gemm) == {"q", "k", "v", "o", "gate", "up", "down"}
     assert all(len(v) == 3 and all(t > 0 for t in v) for v in terms.gemm.values())
-    assert len(terms.activation) == 3 and len(terms.lm_head) == 3
+    assert len(terms.mlp) == 3 and len(terms.lm_head) == 3
+    assert all(t["activation"] >= 0 for t in (terms.kernels(m) for m in (1, 4, 16)))
     assert bytes_per_weight("bf16") == 2 and bytes_per_weight("fp32") == 4 and bytes_per_weight("int8-fbgemm") == 1
+
+
+def test_other_load_sees_a_busy_neighbour():
+    import subprocess
+    import sys
+    import time
+
+    from specdec.timing import OtherLoad
+
+    with OtherLoad() as quiet:
+        time.sleep(0.5)
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+    try:
+        time.sleep(0.5)
+        with OtherLoad() as loaded:
+            time.sleep(1.0)
+    finally:
+        busy.wait()
+    if quiet.share is None:
+        pytest.skip("no /proc/stat on this system")
+    assert loaded.share > quiet.share and loaded.share >= 0.3, (quiet.share, loaded.share)
