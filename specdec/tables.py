@@ -1,7 +1,7 @@
 """Hardware and model tables from data/, each row with its source."""
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specdec import DATA_DIR
@@ -79,6 +79,10 @@ class TPGroup:
     @property
     def verified(self):
         return self.gpu.verified
+
+    def draft_group(self):
+        """The GPUs the draft runs on: draft_n_gpus of the same kind, with the same link, latency and fixed cost."""
+        return replace(self, n_gpus=self.draft_n_gpus)
 
     def describe(self):
         return (f"{self.name}: per GPU {self.gpu.describe().split(': ', 1)[1]}; link {self.link_bytes_per_s / 1e9:.0f} GB/s, "
