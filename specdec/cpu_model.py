@@ -9,10 +9,10 @@ The GEMM times are micro-benchmarks on the model's **own modules** (the padded t
 path) over a grid of M; between grid points they are interpolated (a soft knee, not a sharp ridge). The MLP is
 also timed whole (gate and up GEMMs, SiLU, the product, the down GEMM, on fresh intermediate tensors as in a real
 forward): what it takes beyond its three GEMMs is its **activation** term, the traffic of M x width intermediate
-values that a GEMM micro-benchmark on a warm input does not see. `rest` is everything else a forward does (launching dozens of operators, norms, rotary embeddings,
-attention over a short cache, masks): it is measured at two anchors, a decode step at batch 1 (the **fixed cost**
-of a forward) and the prefill of the largest batch, each minus its measured GEMMs and activation, and interpolated
-linearly in M between them. None of these is a speculative run.
+values that a GEMM micro-benchmark on a warm input does not see. `rest` is everything else a forward does
+(launching dozens of operators, norms, rotary embeddings, attention over a short cache, masks): it is measured at
+two anchors, a decode step at batch 1 (the **fixed cost** of a forward) and a prefill, each minus its measured
+kernels, and interpolated linearly in M between them. None of these is a speculative run.
 
 A static batch runs until its slowest sequence has all its tokens. `expected_batch_rounds` takes the rounds each
 sequence needed in an acceptance run (measured, per sequence) and returns the expected maximum over B of them.
@@ -41,8 +41,8 @@ class CpuStepModel:
 
     grid: the M values (tokens per forward) the micro-benchmarks ran at.  gemm: {name: seconds per grid point} for
     the weight GEMMs of ONE layer (q, k, v, o, gate, up, down).  mlp: seconds per grid point of one layer's MLP
-    timed whole.  lm_head: seconds per grid point.  layers: decoder layers.  rest_at: {M: seconds} of everything else a forward
-    does, at the anchors.
+    timed whole.  lm_head: seconds per grid point.  layers: decoder layers.  rest_at: {M: seconds} of everything
+    else a forward does, at the anchors.
     """
     name: str
     layers: int
@@ -166,14 +166,6 @@ def measure_kernels(name, model, grid, repeats=5, threads=None, anchors=None):
     return terms
 
 
-BYTES_PER_WEIGHT = {"bf16": 2, "fp32": 4}       # any int8 path: one byte per weight (see bytes_per_weight)
-
-
-def bytes_per_weight(path):
-    """Bytes a weight of the decoder layers takes on a kernel path of specdec.kernels."""
-    return BYTES_PER_WEIGHT.get(path, 1)
-
-
 def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     """(bytes/s, throughput in notebook 07's units) on `path`: one matrix of 128 M weights, `width` rows of it.
 
@@ -183,7 +175,7 @@ def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     """
     import torch
 
-    from .kernels import convert
+    from .kernels import convert, weight_megabytes
     from .timing import median_seconds
 
     gen = torch.Generator().manual_seed(0)
@@ -199,5 +191,5 @@ def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     with torch.no_grad():
         t_vec = median_seconds(lambda: mat(x1), repeats=repeats)
         t_mat = median_seconds(lambda: mat(xr), repeats=repeats)
-    weight_bytes = width * layer.in_features * bytes_per_weight(path)
+    weight_bytes = weight_megabytes(mat) * 1e6                         # the bytes the path really reads
     return weight_bytes / t_vec, rows * weight_bytes / t_mat

@@ -5,8 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from specdec.cpu_model import (CpuStepModel, bytes_per_weight, expected_batch_rounds, interpolate, measure_kernels,
-                               rounds_per_sequence)
+from specdec.cpu_model import CpuStepModel, expected_batch_rounds, interpolate, measure_kernels, rounds_per_sequence
 from specdec.decoding import tiny_llama
 
 
@@ -76,7 +75,6 @@ def test_measure_kernels_times_the_models_own_modules():
     assert all(len(v) == 3 and all(t > 0 for t in v) for v in terms.gemm.values())
     assert len(terms.mlp) == 3 and len(terms.lm_head) == 3
     assert all(t["activation"] >= 0 for t in (terms.kernels(m) for m in (1, 4, 16)))
-    assert bytes_per_weight("bf16") == 2 and bytes_per_weight("fp32") == 4 and bytes_per_weight("int8-fbgemm") == 1
 
 
 def test_other_load_sees_a_busy_neighbour():
