@@ -164,3 +164,20 @@ def test_an_idle_server_answers_after_the_prefill_of_target_and_held_draft(ns, s
                 want += ns["prefill_seconds"](draft, ns["draft_gpus"](gpu), [p])
             ttft = trace["first_token"][i] - trace["arrival"][i]
             assert abs(ttft - want) <= 1e-9 * want, (policy, int(p), ttft, want)
+
+
+def test_a_chain_priced_as_a_tree_round_is_notebook_07s_spec_speedup(ns):
+    """specdec.trees prices a round the way notebook 07 does: with H100 step_seconds and a chain of k top-1 nodes,
+    its throughput over plain decoding equals spec_speedup at alpha = a[0] (the section on trees at batch)."""
+    from specdec.trees import best_round, round_seconds, tree_tau
+
+    l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
+    a = [0.62, 0.2, 0.06]
+    for batch, k, context in ((1, 4, 1024), (32, 2, 512), (128, 3, 2048)):
+        target_s = lambda B, t: ns["step_seconds"](l8, h100, B, context, t)
+        draft_s = lambda B, t: ns["step_seconds"](l1, ns["draft_gpus"](h100), B, context, t)
+        chain = list(range(-1, k - 1))
+        priced = tree_tau(a, chain, [0] * k) * target_s(batch, 1) / round_seconds(chain, target_s, draft_s, batch, 0)
+        assert priced == pytest.approx(ns["spec_speedup"](batch, context, a[0], k, l8, l1, h100), rel=1e-9)
+        best = best_round(a, target_s, draft_s, batch, range(0, 9), first_extra=0)
+        assert best["tree"]["rate"] >= best["chain"]["rate"] > 0
