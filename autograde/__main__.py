@@ -3,6 +3,7 @@
   python -m autograde workspace                       a learner: set up or refresh your workspace my-work/
   python -m autograde check 04 | PATH.ipynb            a learner: grade your own notebook
   python -m autograde class ASSIGNMENT SUBMISSIONS     an instructor: grade a class, feedback, grades CSV
+  python -m autograde class-insights ASSIGNMENT [DIR]  an instructor: the class's own measurements, plotted
   python -m autograde release [ASSIGNMENT ...]         regenerate notebooks/ from solutions/
 """
 import argparse
@@ -63,7 +64,21 @@ def main(argv=None):
                      help="DANGEROUS: run student code unconfined (only for trusted notebooks)")
     limits(cls, 600)
 
+    ins = sub.add_parser("class-insights", help="collect what each learner's machine measured (my_measurements.json "
+                                                "in the submissions) and plot the class")
+    ins.add_argument("assignment", help="an assignment, by number (09) or name")
+    ins.add_argument("submissions", nargs="?", default=None,
+                     help="one sub-folder per student (default: the collected submissions, WORK/submitted/)")
+    ins.add_argument("--out", default=None, help="the plot (default: WORK/insights_ASSIGNMENT.png)")
+
     args = parser.parse_args(argv)
+    if args.command == "class-insights":
+        from autograde.insights import class_insights
+        try:
+            return class_insights(args.assignment, args.submissions, args.out)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     put_tools_on_path()
     if args.command == "release":
         for name in release(args.assignments):

@@ -7,8 +7,12 @@ from pathlib import Path
 
 from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, WORK, assignments, tool_env
 from autograde.given import write as write_given
+from specdec.insights import FILE as INSIGHTS_FILE
 
-__all__ = ["release", "publish", "copy_notebook_folder", "tool_env"]
+__all__ = ["release", "publish", "copy_notebook_folder", "tool_env", "RELEASE_IGNORE"]
+
+# nbgrader's own defaults, and the measurements file a notebook writes beside itself (specdec/insights.py)
+RELEASE_IGNORE = (".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", INSIGHTS_FILE)
 
 
 def release(names=None, release_dir=None, db_url=None, given=True):
@@ -29,6 +33,9 @@ def release(names=None, release_dir=None, db_url=None, given=True):
         WORK.mkdir(parents=True, exist_ok=True)
     for name in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force", "--log-level=WARN"]
+        # what a run of a solution leaves beside it (the learner's measurements) is not part of the release; the
+        # exchange still copies such files, so a learner's my_measurements.json travels with their submission
+        cmd += [f"--CourseDirectory.ignore={pattern}" for pattern in RELEASE_IGNORE]
         if release_dir is not None:
             cmd.append(f"--CourseDirectory.release_directory={release_dir}")
         if db_url is not None:
@@ -41,7 +48,7 @@ def release(names=None, release_dir=None, db_url=None, given=True):
 
 def copy_notebook_folder(src_dir, dest_dir):
     """Copy one assignment folder (notebook plus any files beside it) without checkpoints or caches."""
-    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", INSIGHTS_FILE))
     return Path(dest_dir)
 
 

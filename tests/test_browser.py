@@ -41,7 +41,8 @@ import pytest
 from autograde import NOTEBOOKS, REPO
 from autograde.release import publish
 from autograde.workspace import set_up
-from nbhelpers import ASSIGNMENTS, EXECUTED, NOTEBOOK_SECONDS, read, solution_path
+from nbhelpers import ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, read, solution_path
+from specdec.insights import FILE as INSIGHTS_FILE
 
 from browser import page as lab_page
 from browser.lab import CHROMIUM, LabServer, launch_browser
@@ -233,6 +234,10 @@ def test_solution_runs_in_jupyterlab_without_errors_and_shows_its_figures(name, 
             kept.parent.mkdir(exist_ok=True)
             shutil.copyfile(lab.root / rel, kept)
             EXECUTED[name] = (kept, seconds)
+            measured = (lab.root / rel).parent / INSIGHTS_FILE
+            if measured.is_file():                  # what the notebook saved beside itself, for test_notebooks.py
+                MEASUREMENTS[name] = ARTIFACTS / "executed" / f"{name}.{INSIGHTS_FILE}"
+                shutil.copyfile(measured, MEASUREMENTS[name])
         ok = True
     finally:
         if not ok:

@@ -4,8 +4,9 @@ import nbformat
 import pytest
 
 from autograde.release import release
-from nbhelpers import (ASSIGNMENTS, EXECUTED, NOTEBOOK_SECONDS, error_outputs, graded_code_cells, judge,
-                       learner_path, read, solution_path, validate)
+from specdec.insights import FILE as INSIGHTS_FILE
+from nbhelpers import (ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, SESSION_START, error_outputs,
+                       graded_code_cells, judge, learner_path, read, solution_path, validate)
 
 
 def test_there_are_assignments():
@@ -60,7 +61,7 @@ def test_learner_notebooks_are_a_fresh_release_of_the_solutions(tmp_path):
             assert a.cell_type == b.cell_type, where
             assert a.source == b.source, where
             assert a.metadata.get("nbgrader") == b.metadata.get("nbgrader"), where
-        extra = sorted(p.name for p in (learner_path(name).parent).iterdir())
+        extra = sorted(p.name for p in (learner_path(name).parent).iterdir() if p.name != INSIGHTS_FILE)
         fresh_files = sorted(p.name for p in (tmp_path / "release" / name).iterdir())
         assert extra == fresh_files, f"{name}: files differ from a fresh release: {extra} vs {fresh_files}"
 
@@ -105,3 +106,28 @@ def test_judging_saved_outputs_fails_a_graded_cell_that_holds_an_error(tmp_path)
     nbformat.write(nb, str(path))
     results, _ = judge(path)
     assert [f["source"] for f in results.get("failed", [])] == [first.source], results
+
+
+# the speed notebooks save what the learner's machine measured beside themselves (specdec/insights.py)
+RECORDING = {"05_acceptance_in_practice": ("alpha", "c", "v", "speedup_by_k"),
+             "09_speculation_that_pays": ("path", "c", "v", "alpha", "k", "speedup"),
+             "10_batches_and_servers": ("path", "bandwidth_gb_s", "crossover", "speedup_by_batch")}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDING))
+def test_a_speed_notebook_saves_its_measurements_beside_itself(name):
+    """After its run in this session (the browser's Run All, or the solution test above), the notebook's folder
+    holds my_measurements.json: the machine and the keys the class plot reads, with numbers in them."""
+    from specdec.insights import load
+
+    path = MEASUREMENTS.get(name) or solution_path(name).parent / INSIGHTS_FILE
+    if name in EXECUTED:
+        assert name in MEASUREMENTS, f"{name}: its browser run left no {INSIGHTS_FILE} beside it"
+    assert path.is_file(), f"{name}: no {INSIGHTS_FILE} after its run in this session ({path})"
+    assert path.stat().st_mtime >= SESSION_START, f"{name}: {path} is older than this test run"
+    doc = load(path, notebook=name)
+    missing = [k for k in RECORDING[name] if doc["measured"].get(k) is None]
+    assert not missing, f"{name}: {path} lacks measured {missing}"
+    assert doc["machine"]["capability"] and doc["machine"]["logical_cpus"] >= 1
+    if "v" in RECORDING[name]:
+        assert doc["measured"]["v"]["4"] > 0
