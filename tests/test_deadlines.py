@@ -306,6 +306,21 @@ def test_bad_input_stops_a_class_run_before_anything_is_graded(tmp_path):
     assert not (tmp_path / "work").exists() and (subs / "ada.ipynb").exists()
 
 
+def test_the_classroom_writes_the_course_folders_due_dates_into_the_gradebook_and_names_a_bad_file(tmp_path):
+    from classroom import ClassroomError
+    from classroom.provision import Classroom
+    from nbgrader.api import Gradebook
+    room = Classroom("sd-instructor", ["sd-student01"], root=tmp_path / "room", prefix=tmp_path / "env")
+    (room.course_dir / "autograde" / "work").mkdir(parents=True)
+    course_file(room.course_dir, f"[assignments.{A}]\ndue = 2026-12-09T17:00:00+01:00\n")
+    assert room.set_deadlines(chown=False) == {A: dt.datetime(2026, 12, 9, 16)}
+    with Gradebook(f"sqlite:///{room.course_dir / 'autograde' / 'work' / 'gradebook.db'}", "speculative-decoding") as gb:
+        assert gb.find_assignment(A).duedate == dt.datetime(2026, 12, 9, 16)
+    course_file(room.course_dir, "[late_policy]\npercent_per_day = 120\n")
+    with pytest.raises(ClassroomError, match=r"course.toml: \[late_policy\] percent_per_day: 120 % is outside"):
+        room.set_deadlines(chown=False)
+
+
 def test_release_refuses_a_bad_course_file_before_writing(tmp_path, monkeypatch):
     from autograde.release import release
     monkeypatch.setattr(deadlines, "COURSE_FILE", course_file(tmp_path, "[late_policy]\nmax_percent = 500\n"))
