@@ -16,6 +16,8 @@ from autograde.assignment import load_assignment
 from autograde.deadlines import PolicyError, Rule, assess, choose, load_policy, penalty_points
 from autograde.grade_class import discover
 
+# nbgrader's own Gradebook.add_submission warns (SQLAlchemy autoflush) while the gradebook fixture builds
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 A = "03_acceptance_math"
 UTC = dt.timezone.utc
 DUE = dt.datetime(2026, 12, 9, 16, 0, tzinfo=UTC)
