@@ -62,6 +62,12 @@ def main(argv=None):
                           "passing check is cached); failures of the course's own code still show as `error`")
     cls.add_argument("--no-sandbox", action="store_true",
                      help="DANGEROUS: run student code unconfined (only for trusted notebooks)")
+    cls.add_argument("--course-file", default=None, metavar="TOML",
+                     help="deadlines and late policy (default: course.toml of the course)")
+    cls.add_argument("--timestamps", default=None, metavar="CSV",
+                     help="when each student submitted, for plain files: a CSV with columns student,submitted_at "
+                          "(ISO 8601 with an offset); default SUBMISSIONS/timestamps.csv if it exists; nbgrader's "
+                          "timestamp.txt in a submission is used otherwise")
     limits(cls, 600)
 
     ins = sub.add_parser("class-insights", help="collect what each learner's machine measured (my_measurements.json "
@@ -81,7 +87,12 @@ def main(argv=None):
             return 2
     put_tools_on_path()
     if args.command == "release":
-        for name in release(args.assignments):
+        try:
+            names = release(args.assignments)
+        except ValueError as exc:            # an unknown assignment, or bad input in course.toml
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for name in names:
             print(f"released {name} -> notebooks/{name}/")
         return 0
     if args.command == "workspace":
@@ -113,11 +124,11 @@ def main(argv=None):
             args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,
             notebook_timeout=args.notebook_timeout, memory_bytes=_size(args.memory), sandboxed=not args.no_sandbox,
             quick=not args.full, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs),
-            check_solution=not args.skip_preflight)
+            check_solution=not args.skip_preflight, course_file=args.course_file, timestamps=args.timestamps)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 1 if problems or any(r.status == "error" for r in results) else 0
+    return 1 if problems or any(r.status == "error" or r.lateness.needs_attention for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 One `Course` holds an nbgrader course directory (gradebook, submitted/, autograded/, feedback/) under a
 work folder, with nbgrader's own converters driven in this process.  `Course.prepare(assignment)` stores
-the assignment's source cells (hidden tests included) in the gradebook; `Course.autograde(student)` runs
+the assignment's source cells (hidden tests included) and its due date (course.toml) in the gradebook; `Course.autograde(student)` runs
 nbgrader's Autograde converter, whose Execute step is replaced by autograde.executor.SandboxedExecute;
 `Course.feedback(student)` runs GenerateFeedback with autograde.feedback.SanitizeFeedback first.
 """
@@ -29,8 +29,10 @@ class Course:
     """An nbgrader course directory rooted at the repository, with its working state under `work`."""
 
     def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
-                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None):
+                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None):
         put_tools_on_path()
+        from autograde.deadlines import COURSE_FILE, CoursePenalty
+        self.course_file = Path(course_file) if course_file is not None else COURSE_FILE
         self.config = load_course_config()
         cfg = self.config
         if work is not None:
@@ -64,6 +66,9 @@ class Course:
                                                                     if p is not SanitizeFeedback]
         cfg.SanitizeFeedback.record_dir = str(self.records)
         cfg.HTMLExporter.template_name = "feedback"
+        # nbgrader's AssignLatePenalties step takes the course file's late policy (autograde/deadlines.py)
+        cfg.AssignLatePenalties.plugin_class = CoursePenalty
+        cfg.CoursePenalty.course_file = str(self.course_file)
         if extra_config:
             cfg.merge(Config(extra_config))
         self.log = logging.getLogger(f"autograde.course.{id(self)}")
@@ -127,6 +132,8 @@ class Course:
         ok, log = self._run(GenerateAssignment, assignment, ".", force=True, create_assignment=True)
         if not ok:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{log}")
+        from autograde.deadlines import load_policy, write_duedates
+        write_duedates(self.db_url, self.course_id, load_policy(self.course_file), [assignment])
         return self.work / "release" / assignment
 
     def autograde(self, assignment, student):

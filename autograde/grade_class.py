@@ -20,8 +20,23 @@ Status of a row (the CSV's `status` column) tells a real zero from everything el
   wrong_assignment  the notebook belongs to another assignment
   error             the grader, or the course's own code, failed on this submission: no score is recorded
                     (the gradebook marks it for manual grading), the detail says why, the exit code is 1
+
+Deadlines (course.toml, autograde/deadlines.py): each row also says when the submission came
+(`submitted_at`, UTC, from nbgrader's timestamp.txt or the instructor's timestamps.csv), its `lateness`
+(no_deadline, on_time, in_grace, late, no_timestamp, bad_timestamp) and `hours_late`; the total row adds
+`raw_score`, `penalty` and `final_score` (raw_score - penalty; nbgrader's own late_submission_penalty in
+the gradebook is the same). A submission of an assignment with a due date but without a readable
+timestamp, or with one in the future, is listed at the end and makes the exit code 1.
+
+Resubmissions: given nbgrader's exchange inbound/ folder (STUDENT+ASSIGNMENT+TIMESTAMP[+RANDOM]/, every
+submission of every student), the course file's rule picks one per student (`latest`, or `latest_on_time`);
+the grader only reads there, so every earlier submission stays. The course's own submitted folder
+(nbgrader_config.py's, `collected/` in the classroom, which formgrader compares with the gradebook) then
+gets the submission graded where `nbgrader collect` had put another (align_collected). A copy the grader
+replaces, there or in WORK/submitted/, is moved to WORK/superseded/STUDENT/ASSIGNMENT/N/ first.
 """
 import csv
+import datetime as dt
 import hashlib
 import html
 import re
@@ -37,6 +52,7 @@ import nbformat
 from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipeline, scan
 from autograde.assignment import identify, load_assignment, source_notebook
 from autograde.course import Course
+from autograde import deadlines
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
 from autograde.explain import explain
 from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
@@ -48,18 +64,25 @@ STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "c
 MAX_COPY_BYTES = 100 * 2**20        # a student's other files copied with the notebook (data, not checkpoints)
 DETAIL_LIMIT = 5                     # skipped files and notebooks named in a detail, at most
 CSV_COLUMNS = ["student", "assignment", "part", "grade_ids", "score", "max_score", "autograded_score", "status",
-               "detail"]
+               "submitted_at", "lateness", "hours_late", "raw_score", "penalty", "final_score", "detail"]
+TIMESTAMPS_CSV = "timestamps.csv"    # beside plain submissions: student,submitted_at (deadlines.read_timestamps_csv)
 
 
 @dataclass
 class Submission:
     student: str
     source: Path = None            # where it came from (file or folder)
+    name: str = ""                 # the student's name there (before renaming to a safe id)
+    from_inbound: bool = False     # one of the student's submissions in nbgrader's exchange inbound/
     notebook: Path = None          # the chosen notebook inside it
     folder: Path = None            # folder whose other files go with the notebook
     status: str = "ok"
     detail: str = ""
     findings: list = field(default_factory=list)
+    submitted_at: dt.datetime = None   # aware UTC, or None (no readable timestamp)
+    timestamp_file: Path = None      # nbgrader's timestamp.txt it came from (copied as it is)
+    timestamp_why: str = ""          # why there is none
+    lateness: deadlines.Lateness = field(default_factory=deadlines.Lateness)
 
 
 @dataclass
@@ -73,6 +96,10 @@ class Result:
     rows: list
     seconds: float = 0.0
     execute_s: float = 0.0          # of which: the kernel running the notebook (start-up included)
+    lateness: deadlines.Lateness = field(default_factory=deadlines.Lateness)
+    raw_score: float = None          # the score before the late penalty (None: not graded)
+    penalty: float = None
+    final_score: float = None
 
 
 def worst(statuses):
@@ -89,22 +116,58 @@ def _student_id(name, taken):
     return sid
 
 
-def discover(root, assignment, released=None):
-    """Submissions found under `root`, one per student (file stem or sub-folder name)."""
+def _inbound_attempts(root, assignment):
+    """{student: [entry, ...]} when `root` is nbgrader's exchange inbound/ (STUDENT+ASSIGNMENT+TIMESTAMP[+X]
+    folders, this assignment's only), else None."""
+    attempts = {}
+    for entry in root.iterdir():
+        parts = entry.name.split("+")
+        if entry.is_dir() and len(parts) in (3, 4) and parts[1] == assignment.name and parts[0]:
+            attempts.setdefault(parts[0], []).append(entry)
+    return attempts or None
+
+
+def _choose_attempts(root, assignment, rule):
+    """(entries to grade, {entry: note}) for an inbound/ folder: one attempt per student by the rule."""
+    chosen, notes = [], {}
+    for student, entries in sorted(_inbound_attempts(root, assignment).items()):
+        entries.sort(key=lambda e: e.name)
+        timed = [(deadlines.read_timestamp_file(e / "timestamp.txt")[0], e) for e in entries]
+        pick, note = deadlines.choose(rule, timed) if len(entries) > 1 else (entries[0], "")
+        chosen.append((student, pick))
+        if note:
+            notes[pick] = note
+    return chosen, notes
+
+
+def discover(root, assignment, released=None, rule=None, stamps=None, now=None):
+    """Submissions found under `root`, one per student (file stem or sub-folder name; in nbgrader's
+    exchange inbound/, the submission the course file's resubmission rule picks among the student's).
+    rule: the assignment's deadlines.Rule; stamps: {student: aware datetime} given by the instructor."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"submissions folder {root} does not exist")
+    rule = rule or deadlines.Rule(assignment.name)
+    stamps = stamps or {}
     if (root / "submitted").is_dir() and not any(p.suffix == ".ipynb" for p in root.iterdir()):
         root = root / "submitted"                       # an nbgrader course folder
     known = {n: load_assignment(n) for n in assignments()}
     wanted = known[assignment.name]
     taken, found = set(), []
-    for entry in sorted(root.iterdir(), key=lambda p: p.name):
+    inbound = _inbound_attempts(root, assignment) is not None
+    if inbound:
+        entries, attempt_notes = _choose_attempts(root, assignment, rule)
+    else:
+        entries = [(e.stem if e.is_file() else e.name, e) for e in sorted(root.iterdir(), key=lambda p: p.name)]
+        attempt_notes = {}
+    for name, entry in entries:
         if entry.name.startswith(".") or (entry.is_file() and entry.suffix != ".ipynb"):
             continue
-        sub = Submission(_student_id(entry.stem if entry.is_file() else entry.name, taken), source=entry)
-        if sub.student != (entry.stem if entry.is_file() else entry.name):
-            sub.detail = f"student id {entry.name!r} renamed {sub.student!r}; "
+        sub = Submission(_student_id(name, taken), source=entry, name=name, from_inbound=inbound)
+        if sub.student != name:
+            sub.detail = f"student id {name!r} renamed {sub.student!r}; "
+        if entry in attempt_notes:
+            sub.detail += attempt_notes[entry] + "; "
         found.append(sub)
         if entry.is_symlink():
             sub.status, sub.detail = "missing", sub.detail + "the submission is a symbolic link, not a file"
@@ -138,7 +201,14 @@ def discover(root, assignment, released=None):
                 sub.detail += (f"{len(notebooks)} notebooks and none is named {assignment.notebook}.ipynb: "
                                f"{', '.join(p.name for p in notebooks[:DETAIL_LIMIT])}")
         else:
-            sub.status, sub.detail = "missing", sub.detail + "no .ipynb file in the submission"
+            sub.status, sub.detail = "missing", sub.detail + f"no .ipynb file in the submission folder {entry}"
+    for sub in found:
+        _timestamp(sub, name_in_stamps=sub.name, stamps=stamps)
+        sub.lateness = deadlines.assess(rule, sub.submitted_at, now=now, why_missing=sub.timestamp_why)
+        if sub.lateness.detail and sub.lateness.status != "no_deadline":
+            sub.detail += ("; " if sub.detail and not sub.detail.endswith("; ") else "") + sub.lateness.detail + "; "
+        if sub.status != "ok":
+            sub.detail = sub.detail.rstrip("; ")
     # pre-checks that need no kernel
     released = released if released is not None else released_notebook(assignment)
     for sub in found:
@@ -160,9 +230,93 @@ def discover(root, assignment, released=None):
     return found
 
 
+def _timestamp(sub, name_in_stamps, stamps):
+    """When the submission came: the instructor's timestamps (CSV) first, else nbgrader's timestamp.txt."""
+    if name_in_stamps in stamps:
+        sub.submitted_at = stamps[name_in_stamps]
+        return
+    folder = sub.folder if sub.folder is not None else None
+    path = folder / "timestamp.txt" if folder is not None else None
+    if path is None or not path.exists():
+        sub.timestamp_why = (f"no timestamp.txt in {folder} and no row in {TIMESTAMPS_CSV}" if folder is not None
+                             else f"a plain file, and no row for {name_in_stamps!r} in {TIMESTAMPS_CSV}")
+        return
+    sub.submitted_at, sub.timestamp_why = deadlines.read_timestamp_file(path)
+    if sub.submitted_at is not None:
+        sub.timestamp_file = path
+
+
+def _write_timestamp(sub, dest):
+    """nbgrader's timestamp.txt in the grader's copy: the student's own file as it is, or the instructor's
+    time in nbgrader's format; none for a timestamp that is missing, unreadable or in the future."""
+    if sub.submitted_at is None or sub.lateness.status == "bad_timestamp":
+        return
+    if sub.timestamp_file is not None:
+        shutil.copyfile(sub.timestamp_file, dest / "timestamp.txt")
+    else:
+        (dest / "timestamp.txt").write_text(deadlines.utc(sub.submitted_at).strftime(deadlines.NBGRADER_FORMAT))
+
+
+def _source_digest(sub):
+    h = hashlib.sha256(sub.notebook.read_bytes())
+    if sub.submitted_at is not None:
+        h.update(sub.submitted_at.isoformat().encode())
+    return h.hexdigest()
+
+
+def _keep(course, assignment, student, folder):
+    """Move `folder` to WORK/superseded/STUDENT/ASSIGNMENT/N/ (N counting up); return where it went."""
+    keep = course.work / "superseded" / student / assignment.name
+    keep.mkdir(parents=True, exist_ok=True)
+    n = 1 + max([int(p.name) for p in keep.iterdir() if p.name.isdigit()], default=0)
+    shutil.move(str(folder), str(keep / str(n)))
+    return keep / str(n)
+
+
+def align_collected(course, assignment, subs, out=sys.stdout):
+    """After grading from nbgrader's inbound/: make the course's own submitted folder (nbgrader_config.py's
+    CourseDirectory.submitted_directory, `collected/` in the classroom; formgrader compares it with the
+    gradebook) hold the submission that was graded, where `nbgrader collect` took another (it takes the
+    latest). What it held is moved to WORK/superseded/ first. Returns the students changed."""
+    from autograde.course import load_course_config
+    configured = load_course_config().CourseDirectory.get("submitted_directory", "submitted")
+    root = (REPO / configured).resolve()
+    if root == course.path("submitted", "x", assignment.name).parent.parent.resolve() or not root.is_dir():
+        return []
+    changed = []
+    for sub in subs:
+        if not sub.from_inbound or sub.status != "ok" or sub.source is None:
+            continue
+        target = root / sub.name / assignment.name
+        stamp = sub.source / "timestamp.txt"
+        have = target / "timestamp.txt"
+        if have.exists() and stamp.exists() and have.read_bytes() == stamp.read_bytes():
+            continue
+        if target.exists():
+            moved = _keep(course, assignment, sub.student, target)
+            print(f"{root.name}/{sub.name}/{assignment.name}: now holds the submission graded ({sub.source.name}); "
+                  f"the one it held (nbgrader collect's) is in {moved}", file=out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(sub.source, target, symlinks=True)
+        changed.append(sub.student)
+    return changed
+
+
+def _supersede(course, assignment, sub, dest):
+    """Before the grader's copy of a submission in WORK/submitted/ is replaced by a different one (a
+    resubmission, another timestamp), move it to WORK/superseded/STUDENT/ASSIGNMENT/N/: nothing is lost."""
+    marker = course.records / sub.student / assignment.name / "source.sha256"
+    digest = _source_digest(sub)
+    if dest.exists() and marker.exists() and marker.read_text().strip() != digest:
+        _keep(course, assignment, sub.student, dest)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(digest + "\n")
+
+
 def _copy_files(sub, dest):
     """Copy the submission's other regular files (no symlinks: they could point at solutions/) into
-    nbgrader's submitted/ folder; the notebook itself goes there through pipeline.submit."""
+    nbgrader's submitted/ folder; the notebook itself goes there through pipeline.submit, timestamp.txt
+    through _write_timestamp."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -174,7 +328,7 @@ def _copy_files(sub, dest):
                 skipped.append(f"{rel} (symbolic link)")
                 continue
             if not path.is_file() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in rel.parts \
-                    or rel.name.startswith("."):
+                    or rel.name.startswith(".") or str(rel) == "timestamp.txt":
                 continue
             total += path.stat().st_size
             if total > MAX_COPY_BYTES:
@@ -197,7 +351,18 @@ def _set_ungraded(course, assignment, student, *, auto_score, needs_manual_grade
             grade.auto_score = auto_score
             grade.manual_score = None
             grade.needs_manual_grade = needs_manual_grade
+        nb.late_submission_penalty = None
         gb.db.commit()
+
+
+def _set_submission_time(course, assignment, sub):
+    """The submission's timestamp in the gradebook (nbgrader reads timestamp.txt when there is one; this
+    clears a stale one left by an earlier run when there is none)."""
+    stamp = sub.submitted_at if sub.submitted_at is not None and sub.lateness.status != "bad_timestamp" else None
+    with course.gradebook() as gb:
+        gb.update_or_create_student(sub.student)
+        gb.update_or_create_submission(assignment.name, sub.student, timestamp=(
+            deadlines.utc(stamp).replace(tzinfo=None) if stamp is not None else None))
 
 
 def _zero_submission(course, assignment, student):
@@ -247,6 +412,11 @@ def check_gradebook(course, assignment, results):
             score = sum(float(g.score or 0) for g in nb.grades)
             if abs(score - r.score) > 1e-9:
                 problems.append(f"{r.student}: gradebook score {score:g} but grades.csv says {r.score:g}")
+            final = max(0.0, score - float(nb.late_submission_penalty or 0))
+            if r.final_score is not None and abs(final - r.final_score) > 1e-6:
+                problems.append(f"{r.student}: gradebook score after its late_submission_penalty "
+                                f"{nb.late_submission_penalty} is {final:g} but grades.csv's final_score is "
+                                f"{r.final_score:g}")
             ids = {g.name for g in nb.grades}
             expected = {t.grade_id for t in assignment.tests}
             if ids != expected:
@@ -286,11 +456,16 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
 def grade_one(course, assignment, sub, keep_flagged=False):
     t0 = time.monotonic()
     if sub.status != "ok":
+        _set_submission_time(course, assignment, sub)
         _zero_submission(course, assignment, sub.student)
         _write_note_feedback(course, assignment, sub.student, sub.status, sub.detail)
         rows = _rows_for(assignment, sub, sub.status, sub.detail)
         return _result(sub, sub.status, sub.detail, rows, t0)
-    skipped = _copy_files(sub, course.path("submitted", sub.student, assignment.name))
+    dest = course.path("submitted", sub.student, assignment.name)
+    _supersede(course, assignment, sub, dest)
+    skipped = _copy_files(sub, dest)
+    _write_timestamp(sub, dest)
+    _set_submission_time(course, assignment, sub)
     notes = [sub.detail.rstrip("; ")] if sub.detail else []
     if skipped:
         notes.append("not copied: " + ", ".join(skipped[:DETAIL_LIMIT]))
@@ -344,9 +519,14 @@ def grade_one(course, assignment, sub, keep_flagged=False):
 
 def _result(sub, status, detail, rows, t0):
     total_status = worst([status] + [r["status"] for r in rows])
+    score = sum(x["score"] or 0 for x in rows)
+    raw = None if rows and all(x["score"] is None for x in rows) else score
+    penalty = None if raw is None else deadlines.penalty_points(raw, sub.lateness)
     return Result(student=sub.student, status=total_status, detail=detail,
-                  score=sum(x["score"] or 0 for x in rows), autograded=sum(x["autograded_score"] or 0 for x in rows),
-                  max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0)
+                  score=score, autograded=sum(x["autograded_score"] or 0 for x in rows),
+                  max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0,
+                  lateness=sub.lateness, raw_score=raw, penalty=penalty,
+                  final_score=None if raw is None else round(raw - penalty, 6))
 
 
 def _write_note_feedback(course, assignment, student, status, detail):
@@ -362,6 +542,13 @@ def _number(x):
     return "" if x is None else f"{x:g}"
 
 
+def _when(r):
+    late = r.lateness
+    return {"submitted_at": "" if late.submitted_at is None else
+            deadlines.utc(late.submitted_at).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lateness": late.status, "hours_late": _number(late.hours_late)}
+
+
 def write_csv(path, assignment, results):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -372,13 +559,15 @@ def write_csv(path, assignment, results):
             for row in r.rows:
                 w.writerow({"student": r.student, "assignment": assignment.name, **row,
                             "score": _number(row["score"]), "max_score": _number(row["max_score"]),
-                            "autograded_score": _number(row["autograded_score"])})
-            ungraded = bool(r.rows) and all(row["score"] is None for row in r.rows)
+                            "autograded_score": _number(row["autograded_score"]), **_when(r)})
+            ungraded = r.raw_score is None
             w.writerow({"student": r.student, "assignment": assignment.name, "part": "total",
                         "grade_ids": " ".join(t.grade_id for t in assignment.tests),
                         "score": "" if ungraded else _number(r.score), "max_score": _number(r.max_score),
                         "autograded_score": "" if ungraded else _number(r.autograded),
-                        "status": r.status, "detail": r.detail})
+                        "status": r.status, **_when(r), "raw_score": _number(r.raw_score),
+                        "penalty": _number(r.penalty), "final_score": _number(r.final_score),
+                        "detail": r.detail})
     return path
 
 
@@ -491,11 +680,22 @@ def preflight(assignment, *, out=sys.stdout, **settings):
 
 def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
                 notebook_timeout=NOTEBOOK_SECONDS, memory_bytes=MEMORY_BYTES, sandboxed=True,
-                quick=True, keep_flagged=False, jobs=1, check_solution=True, out=sys.stdout):
-    """Grade every submission in `submissions`; returns (results, csv path, gradebook problems)."""
+                quick=True, keep_flagged=False, jobs=1, check_solution=True, course_file=None, timestamps=None,
+                out=sys.stdout):
+    """Grade every submission in `submissions`; returns (results, csv path, gradebook problems).
+
+    course_file: deadlines and late policy (default course.toml); timestamps: a CSV of student,submitted_at
+    (default: SUBMISSIONS/timestamps.csv when it exists). Bad input in either raises deadlines.PolicyError
+    (a ValueError) naming the file and field, before anything is graded."""
     from autograde import sandbox
     if assignment_name not in assignments():
         raise ValueError(f"unknown assignment {assignment_name!r}; known: {assignments()}")
+    policy = deadlines.load_policy(course_file, known=assignments())
+    rule = policy.rule(assignment_name)
+    stamps_path = Path(timestamps) if timestamps else Path(submissions) / TIMESTAMPS_CSV
+    if timestamps and not stamps_path.exists():
+        raise deadlines.PolicyError(f"the timestamps file {stamps_path} does not exist")
+    stamps = deadlines.read_timestamps_csv(stamps_path) if stamps_path.exists() else {}
     if sandboxed:
         ok, why = sandbox.bwrap_status()
         if not ok:
@@ -507,12 +707,17 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
     if check_solution:
         preflight(assignment, out=out, **settings)
-    course = Course(work, **settings)
+    course = Course(work, course_file=policy.path, **settings)
     _refuse_own_folder(submissions, course, assignment)
     course.prepare(assignment_name)
-    subs = discover(submissions, assignment, released_notebook(assignment, course))
+    subs = discover(submissions, assignment, released_notebook(assignment, course), rule=rule, stamps=stamps)
     print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
           f"{f'; {jobs} in parallel' if jobs > 1 else ''}", file=out, flush=True)
+    print(f"deadline ({policy.path.name}): {rule.describe()}"
+          + (f"; timestamps from {stamps_path}" if stamps else ""), file=out, flush=True)
+    unknown = sorted(set(stamps) - {s.name for s in subs})
+    if unknown:
+        print(f"{stamps_path}: no submission for {', '.join(unknown)}", file=out)
     results = []
 
     def report(r):
@@ -532,6 +737,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
         for sub in subs:
             report(_grade_task(sub))
     results.sort(key=lambda r: r.student)
+    align_collected(course, assignment, subs, out=out)
     csv_path = write_csv(csv_path or course.work / f"grades_{assignment_name}.csv", assignment, results)
     problems = check_gradebook(course, assignment, results)
     wall = time.monotonic() - t_start
@@ -544,6 +750,16 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
         print(f"{len(bad)} submission(s) need attention:", file=out)
         for r in bad:
             print(f"  {r.student}: {r.status}: {r.detail}", file=out)
+    untimed = [r for r in results if r.lateness.needs_attention]
+    if untimed:
+        print(f"{len(untimed)} submission(s) without a usable timestamp (no penalty applied; lateness unknown):",
+              file=out)
+        for r in untimed:
+            print(f"  {r.student}: {r.lateness.status}: {r.lateness.detail}", file=out)
+    late = [r for r in results if r.lateness.status in ("in_grace", "late")]
+    if late:
+        print("late: " + "; ".join(f"{r.student} {r.lateness.hours_late:g} h ({r.lateness.status}, penalty "
+                                   f"{_number(r.penalty) or '-'})" for r in late), file=out)
     ran = [r for r in results if r.execute_s]
     if results:
         line = f"{len(results)} submissions in {wall:.0f} s ({wall / len(results):.1f} s each on average"

@@ -17,7 +17,8 @@ RELEASE_IGNORE = (".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", INSI
 
 def release(names=None, release_dir=None, db_url=None, given=True):
     """Write the given cells of the solutions from their sources (autograde/given.py), then run
-    `nbgrader generate_assignment` for each assignment; returns the names released.
+    `nbgrader generate_assignment` for each assignment and set its duedate in the gradebook from the
+    course file (course.toml); returns the names released.
 
     release_dir / db_url redirect the output (the sync test releases into a temporary folder, with
     given=False: a test never writes into solutions/).
@@ -26,6 +27,8 @@ def release(names=None, release_dir=None, db_url=None, given=True):
     unknown = sorted(set(names) - set(assignments()))
     if unknown:
         raise ValueError(f"unknown assignment(s) {unknown}; known: {assignments()}")
+    from autograde.deadlines import load_policy, write_duedates
+    policy = load_policy(known=assignments())          # bad input stops the release before it writes anything
     if given:
         for name, cell in write_given(names):
             print(f"wrote the given cell {cell} of solutions/{name} from its sources")
@@ -43,6 +46,10 @@ def release(names=None, release_dir=None, db_url=None, given=True):
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=tool_env())
         if done.returncode != 0:
             raise RuntimeError(f"nbgrader generate_assignment {name} failed:\n{done.stdout}\n{done.stderr}")
+    # the gradebook's duedate from course.toml (formgrader and `nbgrader collect --before-duedate` read it)
+    for name, due in write_duedates(db_url or f"sqlite:///{WORK / 'gradebook.db'}", COURSE_ID, policy, names).items():
+        if due is not None:
+            print(f"{name}: due {due:%Y-%m-%d %H:%M} UTC in the gradebook ({policy.path.name})")
     return names
 
 

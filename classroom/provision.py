@@ -26,7 +26,8 @@ from classroom.hub import EXCHANGE_MODES, HubControl, check_exchange, check_port
 
 # Debian's useradd accepts ^[a-z][-a-z0-9_]*$ by default; nbgrader splits submission names on '+'
 USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-COURSE_FILES = ("solutions", "notebooks", "autograde", "specdec", "data", "nbgrader_config.py", "pyproject.toml")
+COURSE_FILES = ("solutions", "notebooks", "autograde", "specdec", "data", "nbgrader_config.py", "pyproject.toml",
+                "course.toml")
 EXCHANGE_MODULE = "specdec_classroom_exchange"
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -198,6 +199,12 @@ class Classroom(HubControl, HubClient):
             raise ClassroomError(f"a classroom is already set up at {self.root}: `make classroom-down` first")
         check_port_free(self.port)
         self.proxy = proxy_command()
+        from autograde import assignments
+        from autograde.deadlines import PolicyError, load_policy
+        try:
+            load_policy(REPO / "course.toml", known=assignments())
+        except PolicyError as exc:
+            raise ClassroomError(f"the course file is wrong, nothing was set up: {exc}") from None
 
     def setup(self):
         """Create everything; on failure remove what was created."""
@@ -338,6 +345,7 @@ class Classroom(HubControl, HubClient):
                 "c.CourseDirectory.submitted_directory = 'collected'\n")
         (dest / "collected").mkdir()
         (dest / "autograde" / "work").mkdir(parents=True, exist_ok=True)
+        self.set_deadlines(chown=False)
         uid = pwd.getpwnam(self.instructor).pw_uid
         gid = grp.getgrnam(self.groups[1]).gr_gid
         for dirpath, dirnames, filenames in os.walk(dest):
@@ -348,6 +356,30 @@ class Classroom(HubControl, HubClient):
                 os.chmod(os.path.join(dirpath, f), 0o660)
         log(f"copied the course into {dest} (owner {self.instructor}, group {self.groups[1]}, mode 2770: "
             "solutions and gradebook invisible to students)")
+
+    def set_deadlines(self, chown=True):
+        """Write the due dates of the course folder's course.toml into the instructor's gradebook
+        (course/autograde/work/gradebook.db), so that formgrader and `nbgrader collect --before-duedate` show
+        and use them; `python -m autograde class` sets them again whenever it grades. Returns {name: UTC}."""
+        from autograde import COURSE_ID as course_id, assignments, put_tools_on_path
+        from autograde.deadlines import PolicyError, load_policy, write_duedates
+        try:
+            policy = load_policy(self.course_dir / "course.toml", known=assignments())
+        except PolicyError as exc:
+            raise ClassroomError(str(exc)) from None
+        names = [n for n in assignments() if policy.rule(n).due is not None]
+        db = self.course_dir / "autograde" / "work" / "gradebook.db"
+        if not names:
+            return {}
+        put_tools_on_path()                    # nbgrader runs alembic by name
+        created = not db.exists()
+        written = write_duedates(f"sqlite:///{db}", course_id, policy, names)
+        if chown and created:
+            os.chown(db, pwd.getpwnam(self.instructor).pw_uid, grp.getgrnam(self.groups[1]).gr_gid)
+            os.chmod(db, 0o660)
+        log("due dates in the instructor's gradebook: " + ", ".join(f"{n} {d:%Y-%m-%d %H:%M} UTC"
+                                                                    for n, d in written.items()))
+        return written
 
     def _exchange(self):
         uid = pwd.getpwnam(self.instructor).pw_uid

@@ -12,10 +12,16 @@ test fails. The tests run in file order and build on each other:
   server extension; a fourth student does the same in Chromium (Assignment List, Fetch, run,
   Validate, Submit);
   students can neither list nor open another's submission, nor read solutions or the gradebook;
-  the instructor collects (formgrader API), grades with `python -m autograde class` (sandbox on) as
-  their Unix user, releases feedback (formgrader API); the grades CSV and formgrader's gradebook hold
-  the expected scores; formgrader, opened in its own tab in Chromium, lists the submissions;
-  each student fetches feedback and gets only their own.
+  they submit in the order blank, partial, correct, and the blank student then resubmits a correct
+  notebook; the instructor sets the deadline in the course file (course.toml) between those timestamps:
+  blank on time, partial late inside the grace period, correct late outside it (10% per day started),
+  the resubmission late too, and the rule latest_on_time;
+  the instructor collects (formgrader API), grades the exchange's inbound/ (every submission) with
+  `python -m autograde class` (sandbox on) as their Unix user, releases feedback (formgrader API); the
+  grades CSV (lateness, penalty, final score), the gradebook (duedate, timestamps, nbgrader's
+  late_submission_penalty) and formgrader hold the expected values; `nbgrader export` with the course's
+  Canvas and Moodle exporters writes the scores after the penalty; formgrader, opened in its own tab in
+  Chromium, lists the submissions; each student fetches feedback and gets only their own.
 
 Skips, with the reason, where the machine cannot create users (not root, no useradd).
 """
@@ -43,6 +49,8 @@ INSTRUCTOR = f"{TAG}-instructor"
 STUDENTS = {f"{TAG}-correct": "correct", f"{TAG}-partial": "partial", f"{TAG}-blank": "blank"}
 BROWSER_STUDENT = f"{TAG}-browser"
 PARTIAL_FILLS = "expected_tokens"        # the partial student answers only this part
+SUBMIT_ORDER = [f"{TAG}-blank", f"{TAG}-partial", f"{TAG}-correct"]   # on time, inside grace, after grace
+RESUBMITTER = f"{TAG}-blank"             # resubmits a correct notebook after the deadline
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom"
 
 pytestmark = pytest.mark.timeout(600)
@@ -288,7 +296,8 @@ SUBMITTED = {}
 def test_students_fetch_fill_and_submit_through_their_own_servers(room):
     need("release")
     spawn_s = {}
-    for user, kind in STUDENTS.items():
+    for user in SUBMIT_ORDER:
+        kind = STUDENTS[user]
         spawn_s[user] = room.spawn(user)
         token = TOKENS.get(user) or room.token(user)
         TOKENS[user] = token
@@ -312,9 +321,19 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
         assert rows and rows[0]["submissions"], submitted
         SUBMITTED[user] = rows[0]["submissions"][-1]["timestamp"]
     TIMES["spawn_s_per_user"] = sum(spawn_s.values()) / len(spawn_s)
+    # the blank student resubmits, a correct notebook this time; nbgrader keeps both in inbound/
+    user, token = RESUBMITTER, TOKENS[RESUBMITTER]
+    nb = filled_notebook("correct")
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} (resubmitted, correct)."))
+    user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb", "PUT",
+             {"type": "notebook", "format": "json", "content": nb})
+    submitted = user_api(room, user, token, "/assignments/submit", "POST",
+                         {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+    rows = [a for a in submitted["value"] if a["assignment_id"] == ASSIGNMENT and a["status"] == "submitted"]
+    SUBMITTED["resubmission"] = max(s["timestamp"] for s in rows[0]["submissions"])
     inbound = room.exchange / COURSE_ID / "inbound"
     owners = sorted(p.name.split("+")[0] for p in inbound.iterdir())
-    assert owners == sorted(STUDENTS), owners
+    assert owners == sorted([*STUDENTS, RESUBMITTER]), owners
     DONE.add("submit")
 
 
@@ -349,19 +368,52 @@ def test_a_student_cannot_list_or_open_another_students_submission_the_solutions
 
 
 GRADES = {}
+DEADLINE = {}
+
+
+def _utc(stamp):
+    from nbgrader.utils import parse_utc
+    return parse_utc(stamp)          # naive UTC, as nbgrader keeps it
+
+
+def test_the_instructor_sets_a_deadline_in_the_course_file_and_formgrader_shows_it(room):
+    """The due date and grace period fall between the real submission times: blank on time, partial
+    inside the grace period, correct (and the blank student's resubmission) after it."""
+    need("submit")
+    import datetime as dt
+    import grp
+    import pwd
+    t = {u: _utc(SUBMITTED[u]) for u in SUBMIT_ORDER}
+    blank, partial, correct = (t[u] for u in SUBMIT_ORDER)
+    assert blank < partial < correct < _utc(SUBMITTED["resubmission"]), SUBMITTED
+    due = blank + (partial - blank) / 2
+    grace = (partial - due) + (correct - partial) / 2
+    DEADLINE.update(due=due, grace=grace)
+    path = room.course_dir / "course.toml"
+    path.write_text(f'[late_policy]\ngrace = "{grace.total_seconds():.6f}s"\npenalty = "percent_per_day"\n'
+                    f'percent_per_day = 10\nmax_percent = 50\nresubmission = "latest_on_time"\n\n'
+                    f'[assignments.{ASSIGNMENT}]\ndue = {due.replace(tzinfo=dt.timezone.utc).isoformat()}\n')
+    os.chown(path, pwd.getpwnam(INSTRUCTOR).pw_uid, grp.getgrnam(f"formgrade-{COURSE_ID}").gr_gid)
+    os.chmod(path, 0o660)
+    assert room.set_deadlines() == {ASSIGNMENT: due}
+    listed = {a["name"]: a for a in formgrader(room, TOKENS[INSTRUCTOR], "/assignments")}
+    assert listed[ASSIGNMENT]["duedate_notimezone"] == due.isoformat(), listed[ASSIGNMENT]
+    DONE.add("deadline")
 
 
 def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback(room):
-    need("submit")
+    need("submit", "deadline")
     token = TOKENS[INSTRUCTOR]
     result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/collect", "POST")
     assert result["success"], result
     collected = room.course_dir / "collected"
     assert sorted(p.name for p in collected.iterdir()) == sorted(STUDENTS)
     t0 = time.monotonic()
-    # as in the instructor's terminal (the hub sets PYTHONPATH to the course folder for the instructor)
+    # as in the instructor's terminal (the hub sets PYTHONPATH to the course folder for the instructor); the
+    # exchange's inbound/ holds every submission, so the course file's resubmission rule can choose
+    inbound = room.exchange / COURSE_ID / "inbound"
     done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
-                   args=["-m", "autograde", "class", ASSIGNMENT, "collected", "--work", "autograde/work", "--jobs", "2"])
+                   args=["-m", "autograde", "class", ASSIGNMENT, str(inbound), "--work", "autograde/work", "--jobs", "2"])
     TIMES["autograde_3_s"] = time.monotonic() - t0
     (ARTIFACTS / "autograde.log").write_text(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -369,23 +421,63 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     assert "feedback failed" not in done.stdout, done.stdout[-3000:]
     shutil.copy(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv", ARTIFACTS)
     with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
-        totals = {r["student"]: (float(r["score"]), float(r["max_score"]), r["status"])
-                  for r in csv.DictReader(fh) if r["part"] == "total"}
-    want = {u: expected_points(kind) for u, kind in STUDENTS.items()}
+        rows = {r["student"]: r for r in csv.DictReader(fh) if r["part"] == "total"}
+    totals = {u: (float(r["score"]), float(r["max_score"]), r["status"]) for u, r in rows.items()}
+    want = {u: expected_points(kind) for u, kind in STUDENTS.items()}     # the blank student's on-time submission
     assert want[f"{TAG}-correct"] == max_points() and 0 < want[f"{TAG}-partial"] < max_points()
     assert {u: t[0] for u, t in totals.items()} == want, totals
     assert all(t[1] == max_points() and t[2] == "ok" for t in totals.values()), totals
     GRADES.update(want)
-    # formgrader reads the same gradebook
+    # lateness and penalty: blank on time, partial inside grace, correct after it (10% of 10 for 1 day started)
+    blank, partial, correct = SUBMIT_ORDER
+    final = {blank: want[blank], partial: want[partial], correct: want[correct] * 0.9}
+    got = {u: (r["lateness"], float(r["raw_score"]), float(r["penalty"]), float(r["final_score"]))
+           for u, r in rows.items()}
+    assert got == {blank: ("on_time", want[blank], 0, final[blank]), partial: ("in_grace", want[partial], 0, final[partial]),
+                   correct: ("late", want[correct], want[correct] * 0.1, final[correct])}, got
+    for u in SUBMIT_ORDER:                    # the time nbgrader's exchange gave each graded submission
+        assert rows[u]["submitted_at"] == _utc(SUBMITTED[u]).strftime("%Y-%m-%dT%H:%M:%SZ"), (u, rows[u])
+    assert "2 submissions, rule latest_on_time: graded the latest on time" in rows[RESUBMITTER]["detail"]
+    late_line = next(line for line in done.stdout.splitlines() if line.startswith("late: "))
+    assert f"{partial} " in late_line and f"{correct} " in late_line and blank not in late_line, late_line
+    assert "without a usable timestamp" not in done.stdout
+    # nbgrader's gradebook holds the same: the due date, each graded submission's time and its penalty
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{room.course_dir / 'autograde' / 'work' / 'gradebook.db'}", COURSE_ID) as gb:
+        assert gb.find_assignment(ASSIGNMENT).duedate == DEADLINE["due"]
+        for u in SUBMIT_ORDER:
+            sub = gb.find_submission(ASSIGNMENT, u)
+            assert sub.timestamp == _utc(SUBMITTED[u]), (u, sub.timestamp)
+            assert abs(sub.late_submission_penalty - (want[u] - final[u])) < 1e-9, (u, sub.late_submission_penalty)
+    # the resubmission is still in the exchange; collected/ now holds the submission graded (formgrader compares
+    # the two), and what collect had put there (the resubmission) is kept in superseded/
+    assert len([p for p in inbound.iterdir() if p.name.startswith(RESUBMITTER + "+")]) == 2
+    work = room.course_dir / "autograde" / "work"
+    assert _utc((collected / RESUBMITTER / ASSIGNMENT / "timestamp.txt").read_text()) == _utc(SUBMITTED[RESUBMITTER])
+    kept = work / "superseded" / RESUBMITTER / ASSIGNMENT / "1" / "timestamp.txt"
+    assert _utc(kept.read_text()) == _utc(SUBMITTED["resubmission"]), kept
+    # formgrader reads the same gradebook (its submissions list shows the score before the penalty)
     subs = {s["student"]: s for s in formgrader(room, token, f"/submissions/{ASSIGNMENT}")}
     assert {u: subs[u]["score"] for u in STUDENTS} == want, subs
-    # the runbook's export: `nbgrader export` in the course folder, as the instructor
-    done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
-                   args=["-m", "nbgrader", "export", "--to", "export.csv"])
-    assert done.returncode == 0, done.stderr[-2000:]
+    # the runbook's exports, in the course folder, as the instructor: nbgrader's CSV, Canvas's and Moodle's
+    for exporter, to in (("", "export.csv"), ("autograde.export.CanvasExport", "canvas.csv"),
+                         ("autograde.export.MoodleExport", "moodle.csv")):
+        done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
+                       args=["-m", "nbgrader", "export", "--to", to] + ([f"--exporter={exporter}"] if exporter else []))
+        assert done.returncode == 0, done.stderr[-2000:]
+        shutil.copy(room.course_dir / to, ARTIFACTS)
     with open(room.course_dir / "export.csv") as fh:
         exported = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
-    assert exported == want, exported
+    assert exported == final, exported
+    with open(room.course_dir / "canvas.csv", newline="") as fh:
+        canvas = list(csv.reader(fh))
+    assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and ASSIGNMENT in canvas[0]
+    col = canvas[0].index(ASSIGNMENT)
+    assert canvas[1][0] == "Points Possible" and float(canvas[1][col]) == max_points(), canvas[1]
+    assert {r[2]: float(r[col]) for r in canvas[2:]} == final, canvas
+    with open(room.course_dir / "moodle.csv", newline="") as fh:
+        moodle = list(csv.DictReader(fh))
+    assert {r["Username"]: float(r[f"{ASSIGNMENT} (out of {max_points():g})"]) for r in moodle} == final, moodle
     result = formgrader(room, token, f"/assignment/{ASSIGNMENT}/release_feedback", "POST")
     assert result["success"], result
     (ARTIFACTS / "release_feedback.log").write_text(result.get("log", ""))
