@@ -110,21 +110,33 @@ def load(path, notebook=None) -> dict:
 
 def collect(assignment, submissions):
     """({student: record}, [(path or student, problem)]) from a folder of submissions: one sub-folder per student,
-    holding the file directly or under ASSIGNMENT/ (nbgrader's submitted/STUDENT/ASSIGNMENT/ layout)."""
+    holding the file directly or under ASSIGNMENT/ (nbgrader's submitted/STUDENT/ASSIGNMENT/), or the exchange's
+    inbound/ (STUDENT+ASSIGNMENT+TIMESTAMP+RANDOM/: each student's latest submission of ASSIGNMENT)."""
     root = Path(submissions)
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder of submissions")
+    folders = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        parts = d.name.split("+")
+        if len(parts) >= 3:                                   # inbound/: student+assignment+timestamp+random
+            if parts[1] != assignment:
+                continue
+            student, stamp = parts[0], parts[2]
+        else:
+            student, stamp = d.name, ""
+        if student not in folders or stamp > folders[student][0]:
+            folders[student] = (stamp, d)
     records, problems = {}, []
-    for student_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for student, (_, student_dir) in sorted(folders.items()):
         candidates = [student_dir / assignment / FILE, student_dir / FILE]
         found = next((c for c in candidates if c.is_file()), None)
         if found is None:
-            problems.append((student_dir.name, f"no {FILE} (the notebook was not run to its end, or the file was removed)"))
+            problems.append((student, f"no {FILE} (the notebook was not run to its end, or the file was removed)"))
             continue
         try:
-            records[student_dir.name] = load(found, notebook=assignment)
+            records[student] = load(found, notebook=assignment)
         except ValueError as exc:
-            problems.append((student_dir.name, str(exc)))
+            problems.append((student, str(exc)))
     return records, problems
 
 

@@ -73,6 +73,15 @@ def test_collect_reads_both_layouts_and_names_the_missing_and_the_malformed(tmp_
     assert sorted(pts["alpha"]) == ["code", "json"] and len(pts["speedup_vs_v4"]) == 4
 
 
+def test_collect_reads_the_exchange_inbound_taking_each_students_latest(tmp_path):
+    _write(tmp_path / f"ada+{NAME}+2026-12-01 10:00:00.000000 UTC+r1", speedup={"code": 1.1, "json": 1.5})
+    _write(tmp_path / f"ada+{NAME}+2026-12-02 09:00:00.000000 UTC+r2", speedup={"code": 1.4, "json": 2.4})
+    _write(tmp_path / "bob+05_acceptance_in_practice+2026-12-01 10:00:00.000000 UTC+r3", notebook="05_acceptance_in_practice")
+    records, problems = collect(NAME, tmp_path)
+    assert list(records) == ["ada"] and problems == []
+    assert records["ada"]["measured"]["speedup"]["json"] == 2.4
+
+
 def test_class_insights_prints_each_student_skips_the_bad_and_plots(tmp_path, capsys):
     subs = tmp_path / "submitted"
     _write(subs / "ada" / NAME, speedup={"code": 1.5, "json": 2.6}, v4=1.1)
