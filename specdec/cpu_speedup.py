@@ -15,22 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 NAME = "09_speculation_that_pays"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main(argv=None) -> int:
@@ -44,7 +33,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the notebook's quick mode (smaller sweeps, about 1 minute)")
     p.add_argument("--avx2", action="store_true", help="cap the CPU to AVX2 kernels for the run (see above)")
     args = p.parse_args(argv)
-    from specdec.kernels import AVX2_CAP, cpu_capability
+    from specdec.kernels import AVX2_CAP, cpu_capability, cpu_model
 
     native = cpu_capability()
     if args.avx2:
@@ -53,7 +42,7 @@ def main(argv=None) -> int:
     nb = nbformat.read(str(path), as_version=4)
     os.environ["SPECDEC_QUICK"] = "1" if args.quick else "0"
     os.environ["SPECDEC_BENCH"] = "1"
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {_cpu_model()}, {os.cpu_count()} logical CPUs, torch's kernels "
+    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu_model()}, {os.cpu_count()} logical CPUs, torch's kernels "
           f"{native}" + (" capped to AVX2" if args.avx2 else "") + f"; torch {torch.__version__}, transformers "
           f"{transformers.__version__}; 2 threads, the kernel path the notebook chooses; {'quick' if args.quick else 'full'} mode")
     t0 = time.perf_counter()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,23 +22,13 @@ SCHEMA = 1
 _TOP = ("schema", "notebook", "written_at", "machine", "measured")
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def machine() -> dict:
     """The machine as the course describes it: CPU model, torch's kernel capability, logical CPUs, torch, threads."""
     import torch
 
-    from specdec.kernels import cpu_capability
+    from specdec.kernels import cpu_capability, cpu_model
 
-    return {"cpu_model": _cpu_model(), "capability": cpu_capability(), "logical_cpus": os.cpu_count(),
+    return {"cpu_model": cpu_model(), "capability": cpu_capability(), "logical_cpus": os.cpu_count(),
             "torch": torch.__version__.split("+")[0], "threads": torch.get_num_threads()}
 
 

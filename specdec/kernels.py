@@ -36,6 +36,18 @@ from .timing import interleaved_medians, median_seconds
 AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def cpu_capability() -> str:
     """torch's name for the vector instruction set its CPU kernels use here: 'AVX512', 'AVX2', 'DEFAULT', ..."""
     return torch.backends.cpu.get_cpu_capability()
