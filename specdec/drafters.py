@@ -175,9 +175,13 @@ class EagleDraft(_ReadsThroughTarget):
     def new_cache(self):
         return new_cache(self.layer)
 
-    def forward(self, h: torch.Tensor, next_ids: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, next_ids: torch.Tensor, cache=None, attention_mask=None,
+                position_ids=None) -> torch.Tensor:
+        """attention_mask (B, 1, T, cached + T) bool and position_ids (B, T), both optional, as for the target:
+        what a token tree of drafts needs (notebook 09 drafts EAGLE-2's dynamic trees with them)."""
         x = self.fc(torch.cat([h, self.embed(next_ids)], dim=-1))               # (B, T, H)
-        return self.layer(inputs_embeds=x, cache=cache, use_cache=cache is not None).last_hidden_state
+        return self.layer(inputs_embeds=x, cache=cache, use_cache=cache is not None, attention_mask=attention_mask,
+                          position_ids=position_ids).last_hidden_state
 
     def logits(self, h_hat: torch.Tensor) -> torch.Tensor:
         return self.lm_head(h_hat)

@@ -561,6 +561,8 @@ def break_even_alpha(k, cost_ratio):
 ]
 
 
+_RATIO_09 = 'accept = min(1.0, float(target_p[x] / q_node[x])) if q_node[x] > 0 else float(target_p[x] > 0)'
+
 WRONG += [
     Case("09", "tree_mask", "positions by node index, not by depth",
          P("09", "tree_mask", ("return mask, torch.tensor(depth, dtype=torch.long) + prefix_len - 1",
@@ -592,6 +594,54 @@ WRONG += [
     Case("09", "verify_tree_greedy", "target_next of any length accepted",
          P("09", "verify_tree_greedy", ("if len(target_next) != N + 1:", "if len(target_next) < N + 1 and False:")),
          first="test_verify_tree_greedy_bad_input"),
+    # 09 Part D: sampled verification over a tree (SpecInfer's rule)
+    Case("09", "verify_tree_sampled", "accepting with p alone: min(1, p'(x)), not p'(x) / q(x)",
+         P("09", "verify_tree_sampled", (_RATIO_09, "accept = float(target_p[x])")), first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "no residual update between siblings: every child tested against p, the correction from max(p - q, 0)",
+         P("09", "verify_tree_sampled", (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]")),
+           ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)")),
+         first="test_verify_tree_sampled"),
+    Case("09", "verify_tree_sampled", "every child tested against p; the residual chained for the correction only",
+         P("09", "verify_tree_sampled", (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]"))), first="test_verify_tree_sampled"),
+    Case("09", "verify_tree_sampled", "the residual from p, not from p' - q (not chained)",
+         P("09", "verify_tree_sampled", ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "the greedy walk: children matched against the argmax of p, the argmax after it", """
+def verify_tree_sampled(parents, tokens, p, q, generator=None):
+    parents, tokens = [int(a) for a in parents], [int(t) for t in tokens]
+    if len(tokens) != len(parents):
+        raise ValueError("tokens: one per node")
+    path, node = [], -1
+    while True:
+        want = int(p[node + 1].argmax())
+        child = next((i for i in range(len(parents)) if parents[i] == node and tokens[i] == want), None)
+        if child is None:
+            return path, want
+        path.append(child)
+        node = child
+""", first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "the next token after rejected children drawn from p, not from the residual",
+         P("09", "verify_tree_sampled", ("return path, int(sample(target_p, generator))", "return path, int(sample(p[node + 1], generator))")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "the residual not normalised before the next child is tried",
+         P("09", "verify_tree_sampled", ("target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "target_p = residual")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "q's row of the node itself, q[node] (q[-1] for the root), not the row its children came from",
+         P("09", "verify_tree_sampled", ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node + 1], q[node]")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "p's row of the parent, p[node] (p[-1] for the root), not the row after the node",
+         P("09", "verify_tree_sampled", ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node], q[node + 1]")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "only the first child of a node tried (a chain with the tree's width spent for nothing)",
+         P("09", "verify_tree_sampled", ("for child in (i for i in range(N) if parents[i] == node):",
+                                         "for child in [i for i in range(N) if parents[i] == node][:1]:")),
+         first="test_verify_tree_sampled_distribution"),
+    Case("09", "verify_tree_sampled", "rows of p and q not checked to be distributions",
+         P("09", "verify_tree_sampled", ("if not (bool((t >= 0).all())", "if False and not (bool((t >= 0).all())")),
+         first="test_verify_tree_sampled_bad_input"),
+    Case("09", "verify_tree_sampled", "token ids outside [0, V) not refused (an IndexError instead of a ValueError)",
+         P("09", "verify_tree_sampled", ("if any(not 0 <= t < V for t in tokens):", "if False:")),
+         first="test_verify_tree_sampled_bad_input"),
 ]
 
 CORRECT += [
@@ -634,6 +684,42 @@ def verify_tree_greedy(parents, tokens, target_next):
             return path, int(target_next[node + 1])
         node = match[0]
         path.append(node)
+'''),
+    Case("09", "verify_tree_sampled", "recursive, in float64 numpy, the next token by torch.multinomial", '''
+def verify_tree_sampled(parents, tokens, p, q, generator=None):
+    par, tok = [int(a) for a in parents], [int(t) for t in tokens]
+    n = len(par)
+    if any(not -1 <= a < i for i, a in enumerate(par)):
+        raise ValueError("parents: each parent must come before its child")
+    if len(tok) != n:
+        raise ValueError("tokens: one per node")
+    if not (torch.is_tensor(p) and p.dim() == 2 and p.shape[0] == n + 1):
+        raise ValueError("p: expected N + 1 rows of target probabilities")
+    if not (torch.is_tensor(q) and tuple(q.shape) == tuple(p.shape)):
+        raise ValueError("q: expected the shape of p")
+    P, Q = p.double().numpy(), q.double().numpy()
+    for name, m in (("p", P), ("q", Q)):
+        if not ((m >= 0).all() and (np.abs(m.sum(axis=1) - 1) <= 1e-3).all()):
+            raise ValueError(f"{name}: every row must be a distribution")
+    if any(t < 0 or t >= P.shape[1] for t in tok):
+        raise ValueError("tokens: ids out of range")
+    children = {}
+    for i, a in enumerate(par):
+        children.setdefault(a, []).append(i)
+
+    def walk(node, path):
+        r, qq = P[node + 1], Q[node + 1]
+        for c in children.get(node, []):
+            x = tok[c]
+            u = torch.rand((), generator=generator).item()
+            if (qq[x] > 0 and u * qq[x] < r[x]) or (qq[x] == 0 and r[x] > 0):
+                return walk(c, path + [c])
+            left = np.maximum(r - qq, 0.0)
+            if left.sum() > 0:
+                r = left / left.sum()
+        return path, int(torch.multinomial(torch.from_numpy(r), 1, generator=generator))
+
+    return walk(-1, [])
 '''),
 ]
 
