@@ -14,6 +14,7 @@ import nbformat
 from autograde.repair import normalize
 from autograde.outcomes import outcomes
 from autograde.records import RunRecord
+from specdec.insights import FILE as INSIGHTS_FILE
 
 REASON_CHARS = 300            # a grader failure is reported in one line of at most this length
 
@@ -92,8 +93,10 @@ def grade(course, assignment, student, released):
     released: the learner notebook (its unchanged cells are the course's code, not the student's).
     """
     folder = course.path("submitted", student, assignment.name)
+    # files that could shadow what the course imports: not the notebook, nbgrader's timestamp, or the
+    # measurements a speed notebook saves beside itself (JSON, never imported)
     own = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                 if p.is_file() and p.name != f"{assignment.notebook}.ipynb" and p.name != "timestamp.txt")
+                 if p.is_file() and p.name not in (f"{assignment.notebook}.ipynb", "timestamp.txt", INSIGHTS_FILE))
     course.know_course_cells(released)
     ok, log = course.autograde(assignment.name, student)
     record = course.run_record(assignment.name, student, assignment.notebook)

@@ -42,6 +42,7 @@ from autograde import NOTEBOOKS, SOLUTIONS
 from classroom import COURSE_ID, ClassroomError, fill
 from classroom.hub import check_exchange, check_port_free, free_port, singleuser_args
 from classroom.provision import Classroom, check_username
+from specdec.insights import FILE as INSIGHTS_FILE
 
 ASSIGNMENT = "03_acceptance_math"
 TAG = f"sdt{os.getpid() % 100000}"
@@ -51,6 +52,19 @@ BROWSER_STUDENT = f"{TAG}-browser"
 PARTIAL_FILLS = "expected_tokens"        # the partial student answers only this part
 SUBMIT_ORDER = [f"{TAG}-blank", f"{TAG}-partial", f"{TAG}-correct"]   # on time, inside grace, after grace
 RESUBMITTER = f"{TAG}-blank"             # resubmits a correct notebook after the deadline
+MEASURED = {f"{TAG}-correct": 1.12, f"{TAG}-partial": 1.46}    # students whose submission carries measurements: v(4)
+
+
+def measurements(user):
+    """A my_measurements.json as a notebook writes it (specdec.insights.record), with this student's v(4)."""
+    import tempfile
+
+    from specdec.insights import record
+
+    with tempfile.TemporaryDirectory() as d:
+        return record(ASSIGNMENT, {"path": "bf16", "c": 0.06, "v": {1: 1.04, 4: MEASURED[user]},
+                                   "alpha": {"code": 0.6, "json": 0.87}, "speedup": {"code": 1.3, "json": 2.1}},
+                      folder=d).read_text()
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom"
 
 pytestmark = pytest.mark.timeout(600)
@@ -314,6 +328,9 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
         nb = filled_notebook(kind)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} ({kind})."))
         user_api(room, user, token, path, "PUT", {"type": "notebook", "format": "json", "content": nb})
+        if user in MEASURED:     # what a speed notebook saves beside itself (specdec/insights.py), to travel along
+            user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/{INSIGHTS_FILE}", "PUT",
+                     {"type": "file", "format": "text", "content": measurements(user)})
         submitted = user_api(room, user, token, "/assignments/submit", "POST",
                              {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
         assert submitted["success"], submitted
@@ -335,6 +352,23 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
     owners = sorted(p.name.split("+")[0] for p in inbound.iterdir())
     assert owners == sorted([*STUDENTS, RESUBMITTER]), owners
     DONE.add("submit")
+
+
+def test_the_class_insights_read_the_measurements_that_travelled_with_the_submissions(room, tmp_path, capsys):
+    """Two students' my_measurements.json went with their submissions through the exchange; the third ran
+    nothing. `autograde class-insights` over inbound/ reads the two, names the third, and plots the class."""
+    need("submit")
+    from autograde.__main__ import main
+
+    inbound = room.exchange / COURSE_ID / "inbound"
+    out = tmp_path / "insights.png"
+    assert main(["class-insights", ASSIGNMENT, str(inbound), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for user in MEASURED:
+        assert f"{user}: " in printed and f"v(4) {MEASURED[user]:.2f}" in printed, printed
+    missing = sorted(set(STUDENTS) - set(MEASURED))
+    assert [f"skipped {u}:" in printed for u in missing] == [True] * len(missing), printed
+    assert out.is_file() and out.stat().st_size > 10_000
 
 
 def test_a_student_cannot_list_or_open_another_students_submission_the_solutions_or_the_gradebook(room):
