@@ -116,21 +116,21 @@ def _student_id(name, taken):
     return sid
 
 
-def _inbound_attempts(root, assignment):
+def inbound_attempts(root, assignment_name):
     """{student: [entry, ...]} when `root` is nbgrader's exchange inbound/ (STUDENT+ASSIGNMENT+TIMESTAMP[+X]
     folders, this assignment's only), else None."""
     attempts = {}
-    for entry in root.iterdir():
+    for entry in Path(root).iterdir():
         parts = entry.name.split("+")
-        if entry.is_dir() and len(parts) in (3, 4) and parts[1] == assignment.name and parts[0]:
+        if entry.is_dir() and len(parts) in (3, 4) and parts[1] == assignment_name and parts[0]:
             attempts.setdefault(parts[0], []).append(entry)
     return attempts or None
 
 
-def _choose_attempts(root, assignment, rule):
-    """(entries to grade, {entry: note}) for an inbound/ folder: one attempt per student by the rule."""
+def _choose_attempts(attempts, rule):
+    """(entries to grade, {entry: note}) for inbound_attempts: one attempt per student by the rule."""
     chosen, notes = [], {}
-    for student, entries in sorted(_inbound_attempts(root, assignment).items()):
+    for student, entries in sorted(attempts.items()):
         entries.sort(key=lambda e: e.name)
         timed = [(deadlines.read_timestamp_file(e / "timestamp.txt")[0], e) for e in entries]
         pick, note = deadlines.choose(rule, timed) if len(entries) > 1 else (entries[0], "")
@@ -154,9 +154,10 @@ def discover(root, assignment, released=None, rule=None, stamps=None, now=None):
     known = {n: load_assignment(n) for n in assignments()}
     wanted = known[assignment.name]
     taken, found = set(), []
-    inbound = _inbound_attempts(root, assignment) is not None
+    attempts = inbound_attempts(root, assignment.name)
+    inbound = attempts is not None
     if inbound:
-        entries, attempt_notes = _choose_attempts(root, assignment, rule)
+        entries, attempt_notes = _choose_attempts(attempts, rule)
     else:
         entries = [(e.stem if e.is_file() else e.name, e) for e in sorted(root.iterdir(), key=lambda p: p.name)]
         attempt_notes = {}
@@ -235,7 +236,7 @@ def _timestamp(sub, name_in_stamps, stamps):
     if name_in_stamps in stamps:
         sub.submitted_at = stamps[name_in_stamps]
         return
-    folder = sub.folder if sub.folder is not None else None
+    folder = sub.folder
     path = folder / "timestamp.txt" if folder is not None else None
     if path is None or not path.exists():
         sub.timestamp_why = (f"no timestamp.txt in {folder} and no row in {TIMESTAMPS_CSV}" if folder is not None

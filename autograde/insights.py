@@ -7,7 +7,8 @@ names the missing and malformed ones, prints a line per student and writes a plo
 from pathlib import Path
 
 from autograde import WORK, assignments
-from specdec.insights import FILE, class_points, collect, plot_class
+from autograde.grade_class import inbound_attempts
+from specdec.insights import FILE, class_points, load, plot_class
 
 
 def resolve(assignment):
@@ -19,6 +20,33 @@ def resolve(assignment):
     if len(matches) != 1:
         raise ValueError(f"unknown assignment {assignment!r}; known: {', '.join(names)}")
     return matches[0]
+
+
+def collect(assignment, submissions):
+    """({student: record}, [(student, problem)]) from a folder of submissions: one sub-folder per student,
+    holding the file directly or under ASSIGNMENT/ (nbgrader's submitted/STUDENT/ASSIGNMENT/), or the exchange's
+    inbound/ (STUDENT+ASSIGNMENT+TIMESTAMP+RANDOM/: each student's latest submission of ASSIGNMENT)."""
+    root = Path(submissions)
+    if not root.is_dir():
+        raise ValueError(f"{root}: not a folder of submissions")
+    attempts = inbound_attempts(root, assignment)
+    if attempts is not None:            # the names hold nbgrader's timestamps: the latest sorts last
+        folders = {student: max(entries, key=lambda e: e.name) for student, entries in attempts.items()}
+    else:
+        # a student id never holds '+' (nbgrader splits submission names on it): such a folder is another
+        # assignment's submission in inbound/
+        folders = {d.name: d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and "+" not in d.name}
+    records, problems = {}, []
+    for student, folder in sorted(folders.items()):
+        found = next((c for c in (folder / assignment / FILE, folder / FILE) if c.is_file()), None)
+        if found is None:
+            problems.append((student, f"no {FILE} (the notebook was not run to its end, or the file was removed)"))
+            continue
+        try:
+            records[student] = load(found, notebook=assignment)
+        except ValueError as exc:
+            problems.append((student, str(exc)))
+    return records, problems
 
 
 def _summary(doc):

@@ -54,8 +54,9 @@ def release(names=None, release_dir=None, db_url=None, given=True):
 
 
 def copy_notebook_folder(src_dir, dest_dir):
-    """Copy one assignment folder (notebook plus any files beside it) without checkpoints or caches."""
-    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", INSIGHTS_FILE))
+    """Copy one assignment folder (notebook plus any files beside it) without what a release leaves out
+    (RELEASE_IGNORE: checkpoints, caches, a run's measurements)."""
+    shutil.copytree(src_dir, dest_dir, ignore=shutil.ignore_patterns(*RELEASE_IGNORE))
     return Path(dest_dir)
 
 

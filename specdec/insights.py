@@ -6,7 +6,7 @@ model and capability, torch's version and threads, and the numbers the notebook 
 person beyond the student id nbgrader already files the submission under.
 
 `python -m autograde class-insights ASSIGNMENT` reads these files from the collected submissions
-(`collect`) and plots the class (`plot_class`): speedup against measured v(4), α per domain with its spread,
+(autograde/insights.py, with `load`) and plots the class (`plot_class`): speedup against measured v(4), α per domain with its spread,
 machines by capability. A missing or malformed file is named and skipped.
 """
 from __future__ import annotations
@@ -95,38 +95,6 @@ def load(path, notebook=None) -> dict:
     if not isinstance(doc["measured"], dict):
         raise ValueError(f"{path}: field 'measured' must be an object")
     return doc
-
-
-def collect(assignment, submissions):
-    """({student: record}, [(path or student, problem)]) from a folder of submissions: one sub-folder per student,
-    holding the file directly or under ASSIGNMENT/ (nbgrader's submitted/STUDENT/ASSIGNMENT/), or the exchange's
-    inbound/ (STUDENT+ASSIGNMENT+TIMESTAMP+RANDOM/: each student's latest submission of ASSIGNMENT)."""
-    root = Path(submissions)
-    if not root.is_dir():
-        raise ValueError(f"{root}: not a folder of submissions")
-    folders = {}
-    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        parts = d.name.split("+")
-        if len(parts) >= 3:                                   # inbound/: student+assignment+timestamp+random
-            if parts[1] != assignment:
-                continue
-            student, stamp = parts[0], parts[2]
-        else:
-            student, stamp = d.name, ""
-        if student not in folders or stamp > folders[student][0]:
-            folders[student] = (stamp, d)
-    records, problems = {}, []
-    for student, (_, student_dir) in sorted(folders.items()):
-        candidates = [student_dir / assignment / FILE, student_dir / FILE]
-        found = next((c for c in candidates if c.is_file()), None)
-        if found is None:
-            problems.append((student, f"no {FILE} (the notebook was not run to its end, or the file was removed)"))
-            continue
-        try:
-            records[student] = load(found, notebook=assignment)
-        except ValueError as exc:
-            problems.append((student, str(exc)))
-    return records, problems
 
 
 def _number(x):

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from autograde.__main__ import main
-from specdec.insights import FILE, class_points, collect, load, record
+from autograde.insights import collect
+from specdec.insights import FILE, class_points, load, record
 
 NAME = "09_speculation_that_pays"
 
