@@ -85,6 +85,11 @@ BAD_INPUT = [
     ("10", "serving_metrics", ({"arrival": [0.0], "first_token": [1.0], "finish": [2.0], "output_tokens": [3]},), {"tpot_slo": 0}, r"\btpot_slo\b"),
     ("10", "gate_k", ([], 0.8, SPEC_8B, SPEC_1B, H100), {}, r"\bcontexts\b"),
     ("10", "gate_k", ([100, 200], 0.8, SPEC_8B, SPEC_1B, H100), {"k_max": 0}, r"\bk_max\b"),
+    ("11", "read_spec_counters", (b"vllm:spec_decode_num_drafts_total 1",), {}, r"\btext\b"),
+    ("11", "acceptance_from_counters", ({"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [0]},), {}, r"\bcounters\b"),
+    ("11", "trace_from_stream", ([{"sent": 0.0, "chunks": [[0.1, 1]]}],), {}, r"\brequests\b"),
+    ("11", "vllm_gate_config", ({2: 3}, 8), {}, r"\bdecision\b"),
+    ("11", "vllm_gate_config", ({1: 3}, 0), {}, r"\bmax_num_seqs\b"),
 ]
 
 
