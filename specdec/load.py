@@ -40,11 +40,15 @@ def _client(url, timeout):
     return OpenAI(base_url=url.rstrip("/") + "/v1", api_key="not-needed", timeout=timeout, max_retries=0)
 
 
+def _record(sent, error=None):
+    return {"sent": sent, "chunks": [], "draft_n": 0, "draft_n_accepted": 0, "error": error}
+
+
 def stream_one(client, prompt_ids, max_tokens, t0, deadline, extra=None):
     """One streamed completion: {"sent": s, "chunks": [[s, n_tokens], ...], "draft_n", "draft_n_accepted", "error"},
     times in seconds after t0. llama-server reports the tokens generated so far with every chunk
     (timings_per_token), so a chunk's token count is exact even where one chunk carries several tokens."""
-    rec = {"sent": time.perf_counter() - t0, "chunks": [], "draft_n": 0, "draft_n_accepted": 0, "error": None}
+    rec = _record(time.perf_counter() - t0)
     body = {"ignore_eos": True, "cache_prompt": False, "timings_per_token": True, "top_k": 1, **(extra or {})}
     done = 0
     try:
@@ -85,8 +89,7 @@ def poisson_load(url, prompts, rate, n_requests, max_tokens, seed=0, time_limit=
         if wait > 0:
             time.sleep(wait)
         if time.perf_counter() > deadline:
-            records[i] = {"sent": time.perf_counter() - t0, "chunks": [], "draft_n": 0, "draft_n_accepted": 0,
-                          "error": "not sent: the load's time limit had passed"}
+            records[i] = _record(time.perf_counter() - t0, "not sent: the load's time limit had passed")
             return
         records[i] = stream_one(client, prompts[i % len(prompts)], max_tokens, t0, deadline, extra)
 
@@ -96,5 +99,5 @@ def poisson_load(url, prompts, rate, n_requests, max_tokens, seed=0, time_limit=
     for th in threads:
         th.join(max(0.0, deadline - time.perf_counter()) + 5.0)
     client.close()
-    return [r if r is not None else {"sent": float(offsets[i]), "chunks": [], "draft_n": 0, "draft_n_accepted": 0,
-                                     "error": "no answer within the load's time limit"} for i, r in enumerate(records)]
+    return [r if r is not None else _record(float(offsets[i]), "no answer within the load's time limit")
+            for i, r in enumerate(records)]

@@ -73,8 +73,9 @@ class Worker:
         out = {name: {} for name in names}
         for B in req["batches"]:
             batch = [prompts[i % len(prompts)] for i in range(int(B))]
+            before = metrics_text()
             for name in names:
-                out[name][str(B)] = {"seconds": [], "tokens": None, "metrics_before": metrics_text()}
+                out[name][str(B)] = {"seconds": [], "tokens": None, "metrics_before": before}
             for _ in range(int(req.get("repeats", 1))):
                 for name in names:
                     t = time.perf_counter()
