@@ -3,7 +3,8 @@
 #   make test   same set-up if needed (the engines of notebook 11 too: make engines), then run the full test suite
 #   make test-fast   the edit loop: every test that needs no notebook run, browser or hub (minutes, not half an hour)
 # Instructors, on a workshop VM (root; docs/classroom.md):
-#   make classroom STUDENTS=30 PORT=8000   JupyterHub for an instructor and N students on 127.0.0.1
+#   make classroom STUDENTS=30 PORT=8000   JupyterHub for an instructor and N students on 127.0.0.1, each with
+#                                          a password of their own (AUTH=shared: one for all, a closed room only)
 #   make classroom-down                    remove the users, exchange and environment it created
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -68,9 +69,11 @@ classroom-proxy: $(CHP_STAMP)
 
 STUDENTS ?= 30
 PORT     ?= 8000
-# creates Unix users, /opt/specdec-classroom and /srv/specdec-classroom, then runs the hub until Ctrl-C
+AUTH     ?= pam
+# creates Unix users with their own passwords (/srv/specdec-classroom/credentials.csv, root only),
+# /opt/specdec-classroom and /srv/specdec-classroom, then runs the hub until Ctrl-C
 classroom: $(STAMP) $(CHP_STAMP) $(BWRAP)
-	$(SUDO) $(BIN)/python -m classroom up --students $(STUDENTS) --port $(PORT)
+	$(SUDO) $(BIN)/python -m classroom up --students $(STUDENTS) --port $(PORT) --auth $(AUTH)
 
 classroom-down:
 	$(SUDO) $(BIN)/python -m classroom down

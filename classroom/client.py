@@ -25,12 +25,13 @@ class HubClient:
             raw = r.read()
         return json.loads(raw) if raw.strip() else None
 
-    def spawn(self, user, timeout=180):
-        """Start `user`'s single-user server through the hub's REST API; return the seconds until it is ready."""
+    def spawn(self, user, timeout=180, token=None):
+        """Start `user`'s single-user server through the hub's REST API (with the admin token, or `token`: the
+        user's own); return the seconds until it is ready."""
         t0 = time.monotonic()
-        self.api(f"/hub/api/users/{user}/server", "POST", {})
+        self.api(f"/hub/api/users/{user}/server", "POST", {}, token=token)
         while time.monotonic() - t0 < timeout:
-            server = self.api(f"/hub/api/users/{user}")["servers"].get("")
+            server = self.api(f"/hub/api/users/{user}", token=token)["servers"].get("")
             if server and server.get("ready"):
                 return time.monotonic() - t0
             time.sleep(0.25)
@@ -44,6 +45,26 @@ class HubClient:
         run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
         return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
                               cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout)
+
+    def login(self, user, password, timeout=60):
+        """Log in through the hub's login form as a browser does (its _xsrf cookie and field); returns the
+        requests.Session and the hub's answer: 302 logged in, 403 refused, 429 locked."""
+        import requests
+
+        session = requests.Session()
+        session.get(f"{self.url}/hub/login", timeout=timeout).raise_for_status()
+        answer = session.post(f"{self.url}/hub/login", timeout=timeout, allow_redirects=False, data={
+            "username": user, "password": password, "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
+        return session, answer
+
+    def session_token(self, session, user, note="classroom"):
+        """A token of `user` made with their logged-in session (the hub's cookie and its _xsrf), not with the
+        admin token."""
+        answer = session.post(f"{self.url}/hub/api/users/{user}/tokens", timeout=60,
+                              json={"note": note, "expires_in": 4 * 3600},
+                              headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")})
+        answer.raise_for_status()
+        return answer.json()["token"]
 
     def token(self, user, note="classroom"):
         """A fresh API token of `user` (with the user's own permissions), through the hub's REST API."""

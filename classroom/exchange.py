@@ -1,21 +1,39 @@
-"""nbgrader's submit, with private submissions (installed into the classroom environment as
-specdec_classroom_exchange.py; nbgrader_config.py there sets c.ExchangeFactory.submit to it).
+"""nbgrader's submit and collect for the classroom (installed into the classroom environment as
+specdec_classroom_exchange.py; nbgrader_config.py there sets c.ExchangeFactory.submit and .collect to them).
 
 nbgrader 0.9.6 leaves each submission in the exchange's inbound/ with mode 0777 (folder) and 0644
 (files), "hidden from other users by the timestamp": any student who learns the path can read,
 change or delete another student's work. Here the submission folder is 0770 and its files 0640, and
 their group is the course's graders' group (formgrade-<course>), which inbound/ (mode 2773, set-gid)
 hands down: the instructor can still collect and delete, other students cannot open anything.
+
+Submitting in another learner's name: inbound/ must be writable by every learner, so a learner can make a
+folder there named for anyone (`nbgrader submit --student B`, or plain mkdir), and nbgrader's collect only warns
+("cheating attempt?") before collecting it as B's. A folder could also hold symbolic links, which collect
+follows as the instructor (into solutions/). PrivateSubmit refuses a student id other than the Unix user's
+own (a courtesy: a learner runs it in their own process); CheckedCollect is the check that holds: it runs as
+the instructor and moves every inbound/ entry that is not a plain folder of plain files owned by the learner it
+names into the course folder's forged/, with an error naming who made it, before collecting.
 """
 import grp
 import os
+import pwd
 import shutil
+import stat
 import tempfile
 
+from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.submit import ExchangeSubmit
+from nbgrader.utils import get_osusername
 
 
 class PrivateSubmit(ExchangeSubmit):
+
+    def init_dest(self):
+        me = get_osusername()
+        if self.coursedir.student_id not in ("*", me):
+            self.fail(f"you are {me}: you cannot submit as {self.coursedir.student_id}")
+        super().init_dest()
 
     def do_copy(self, src, dest, log=None):
         inbound = os.path.join(self.root, self.coursedir.course_id, "inbound")
@@ -47,3 +65,52 @@ class PrivateSubmit(ExchangeSubmit):
             name = grp.getgrgid(group).gr_name
             self.fail(f"the submission {dest} did not get the graders' group {name}: inbound/ must be set-gid "
                       f"(mode 2773) so that the instructor can collect it")
+
+
+def forgery(path):
+    """Why the inbound/ entry `path` is not its named learner's own submission, or None: every entry in it must be
+    a plain folder or file (no symbolic link, device or fifo) owned by the user whose name it starts with."""
+    name = os.path.basename(path).rsplit("+", 3)[0]
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return f"it names {name!r}, who has no Unix account"
+    errors = []
+    entries = [path]
+    if stat.S_ISDIR(os.lstat(path).st_mode):
+        for dirpath, dirnames, filenames in os.walk(path, onerror=errors.append):
+            entries += [os.path.join(dirpath, n) for n in dirnames + filenames]
+    if errors:
+        return f"the instructor cannot read it ({errors[0]})"
+    for entry in entries:
+        st = os.lstat(entry)
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or (entry == path and not stat.S_ISDIR(st.st_mode)):
+            return f"{entry} is not a plain folder or file (a symbolic link?)"
+        if st.st_uid != uid:
+            try:
+                maker = pwd.getpwuid(st.st_uid).pw_name
+            except KeyError:
+                maker = f"uid {st.st_uid}"
+            return f"it names {name} but {maker} made {entry}"
+    return None
+
+
+class CheckedCollect(ExchangeCollect):
+
+    def init_src(self):
+        inbound = os.path.join(self.root, self.coursedir.course_id, "inbound")
+        if os.path.isdir(inbound) and os.access(inbound, os.R_OK | os.X_OK):
+            quarantine = os.path.join(os.path.abspath(self.coursedir.root), "forged")
+            for entry in sorted(os.listdir(inbound)):
+                path = os.path.join(inbound, entry)
+                why = forgery(path)
+                if why is None:
+                    continue
+                os.makedirs(quarantine, exist_ok=True)
+                try:
+                    os.rename(path, os.path.join(quarantine, entry))
+                    where = f"moved to {quarantine}/"
+                except OSError as exc:
+                    self.fail(f"refused the submission {path}: {why}; moving it out failed ({exc}): remove it")
+                self.log.error(f"refused the submission {path}: {why}; {where}")
+        super().init_src()

@@ -9,8 +9,10 @@ the shared password, tokens. The hub runs as root on 127.0.0.1 and starts:
   hub group formgrade-<course>: /services/<course>/formgrader, in its own browser tab (JupyterHub >= 4.1
   sends `Content-Security-Policy: frame-ancestors 'none'`, so formgrader inside JupyterLab's iframe stays blank).
 
-SharedPasswordAuthenticator: one password for every learner. It is for a closed workshop network only:
-anyone who knows the password can log in as any learner.
+Logins (classroom/auth.py): by default PAM over the classroom's Unix users, each with a password of its own
+(ROOT/credentials.csv, root only); with `up --auth shared`, SharedPasswordAuthenticator, one password for every
+learner, for a closed workshop network only: anyone who knows it can log in as any learner. Both lock a user
+name for a while after repeated wrong passwords.
 """
 import json
 import os
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from classroom.auth import LockoutPAMAuthenticator, LockoutSharedPasswordAuthenticator  # noqa: E402
 from classroom.hub import singleuser_args  # noqa: E402
 
 c = get_config()  # noqa: F821 (provided by traitlets)
@@ -41,10 +44,17 @@ c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{state['proxy_api_port']}"
 c.ConfigurableHTTPProxy.auth_token = state["proxy_token"]
 c.ConfigurableHTTPProxy.pid_file = str(hub / "proxy.pid")
 
-# closed workshop network only: one shared password for all learners
-c.JupyterHub.authenticator_class = "shared-password"
-c.SharedPasswordAuthenticator.user_password = state["password"]
+if state.get("auth", "shared") == "pam":
+    # each user's own password, checked by PAM against /etc/shadow (PAM's `login` service)
+    c.JupyterHub.authenticator_class = LockoutPAMAuthenticator
+else:
+    # closed workshop network only: one shared password for all learners
+    c.JupyterHub.authenticator_class = LockoutSharedPasswordAuthenticator
+    c.SharedPasswordAuthenticator.user_password = state["password"]
+# the classroom's users only: not root, nor any other account of the machine
 c.Authenticator.allowed_users = set(students) | {instructor}
+for name, value in state.get("lockout", {}).items():
+    setattr(c.LoginLockout, name, value)
 
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.ip = "127.0.0.1"          # (the default, stated: user servers listen on loopback only)

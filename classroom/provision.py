@@ -1,5 +1,6 @@
-"""Provisioning: set up and remove a classroom: Unix users and groups, the shared Python environment,
-nbgrader's exchange, the instructor's course folder and the hub's state; `Classroom` is the classroom
+"""Provisioning: set up and remove a classroom: Unix users and groups, each user's own password (written once to
+ROOT/credentials.csv, root only), the shared Python environment, nbgrader's exchange, the instructor's course
+folder and the hub's state; `Classroom` is the classroom
 (its hub control is classroom.hub's, its test client classroom.client's).
 
 Everything created is recorded in ROOT/state.json (root only), so that `down` removes exactly that:
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from classroom import COURSE_ID, PREFIX, REPO, ROOT, ClassroomError, log
+from classroom.auth import FAILED_LOGINS_ALLOWED, LOCKOUT_SECONDS
 from classroom.client import HubClient
 from classroom.hub import EXCHANGE_MODES, HubControl, check_exchange, check_port_free, free_port, proxy_command
 
@@ -29,6 +31,10 @@ USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 COURSE_FILES = ("solutions", "notebooks", "autograde", "specdec", "data", "nbgrader_config.py", "pyproject.toml",
                 "course.toml")
 EXCHANGE_MODULE = "specdec_classroom_exchange"
+AUTH = ("pam", "shared")            # classroom/auth.py: one password per user (default), or one for everyone
+# learners' passwords: 16 characters of an alphabet without look-alikes (0/o, 1/l/i), in groups of four to read
+# out or copy: 31^16, 79 bits, far beyond online guessing (PAM waits 3 s after each wrong one, the hub locks)
+PASSWORD_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -66,6 +72,22 @@ def _exists_group(name):
         return True
     except KeyError:
         return False
+
+
+def new_password():
+    chars = "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(16))
+    return "-".join(chars[i:i + 4] for i in range(0, 16, 4))
+
+
+def _write_private(path, text):
+    """Write `text` to `path`, mode 0600 from its creation (never readable by others, not even for a moment)."""
+    tmp = path.with_name(path.name + ".new")
+    if tmp.exists():
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def _write_new(path, text):
@@ -125,10 +147,14 @@ def copy_interpreter(base, dest):
 class Classroom(HubControl, HubClient):
     """One classroom: `instructor` and `students` (Unix user names), the hub on 127.0.0.1:`port`."""
 
-    def __init__(self, instructor, students, *, port=8000, root=ROOT, prefix=PREFIX, course=COURSE_ID):
+    def __init__(self, instructor, students, *, port=8000, root=ROOT, prefix=PREFIX, course=COURSE_ID, auth="pam",
+                 failed_logins_allowed=FAILED_LOGINS_ALLOWED, lockout_seconds=LOCKOUT_SECONDS):
+        if auth not in AUTH:
+            raise ClassroomError(f"unknown authentication {auth!r}: choose one of {', '.join(AUTH)}")
         self.root, self.prefix, self.course = Path(root), Path(prefix), course
         self.instructor, self.students = instructor, list(students)
-        self.port = port
+        self.port, self.auth = port, auth
+        self.lockout = {"failed_logins_allowed": int(failed_logins_allowed), "lockout_seconds": int(lockout_seconds)}
         self.state = {}
 
     # paths
@@ -153,6 +179,10 @@ class Classroom(HubControl, HubClient):
         return self.root / "state.json"
 
     @property
+    def credentials_file(self):
+        return self.root / "credentials.csv"
+
+    @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
@@ -167,7 +197,8 @@ class Classroom(HubControl, HubClient):
             raise ClassroomError(f"no classroom at {root} ({path} is missing): nothing to do")
         state = json.loads(path.read_text())
         room = cls(state["instructor"], state["students"], port=state["port"], root=state["root"],
-                   prefix=state["prefix"], course=state["course"])
+                   prefix=state["prefix"], course=state["course"], auth=state.get("auth", "shared"),
+                   **state.get("lockout", {}))
         room.state = state
         return room
 
@@ -211,12 +242,15 @@ class Classroom(HubControl, HubClient):
         self.preflight()
         self.state = {"root": str(self.root), "prefix": str(self.prefix), "course": self.course,
                       "instructor": self.instructor, "students": self.students, "port": self.port,
+                      "auth": self.auth, "lockout": self.lockout,
                       "created_users": [], "created_groups": [], "prefix_created": False,
                       "repo": str(REPO), "repo_mode": _mode(REPO), "owner_pid": os.getpid()}
         self.save()
         try:
             self._make_private_repo()
             self._users()
+            if self.auth == "pam":
+                self._passwords()
             self._environment()
             self._course_folder()
             self._exchange()
@@ -255,6 +289,53 @@ class Classroom(HubControl, HubClient):
         log(f"created Unix users {self.instructor} (instructor; groups {nbgrader_group}, {formgrade_group}) and "
             f"{len(self.students)} students ({', '.join(self.students[:3])}{', ...' if len(self.students) > 3 else ''};"
             f" group {nbgrader_group})")
+
+    # ------------------------------------------------------------------ credentials
+    def _passwords(self):
+        """A random password of its own for every classroom user (the hub checks it through PAM), set with
+        chpasswd and written once to ROOT/credentials.csv (root only, 0600): the only copy in clear."""
+        names = [self.instructor] + self.students
+        passwords = {name: new_password() for name in names}
+        self._set_passwords(passwords)
+        self._write_credentials(passwords)
+        self.state["credentials_file"] = str(self.credentials_file)
+        self.save()
+        log(f"gave each of the {len(names)} users a password of their own: {self.credentials_file} "
+            "(root only, mode 0600); hand each learner their own line")
+
+    def _set_passwords(self, passwords):
+        _run(["chpasswd"], input="".join(f"{n}:{p}\n" for n, p in passwords.items()))
+
+    def _write_credentials(self, passwords):
+        rows = ["user,role,password"] + [f"{n},{'instructor' if n == self.instructor else 'student'},{p}"
+                                         for n, p in passwords.items()]
+        _write_private(self.credentials_file, "\n".join(rows) + "\n")
+
+    def credentials(self):
+        """{user: password} from ROOT/credentials.csv (root only)."""
+        if self.auth != "pam":
+            raise ClassroomError(f"this classroom uses one shared password (--auth {self.auth}): no credentials file")
+        import csv
+        with open(self.credentials_file, newline="") as fh:
+            return {row["user"]: row["password"] for row in csv.DictReader(fh)}
+
+    def credentials_table(self):
+        creds = self.credentials()
+        width = max(map(len, creds))
+        lines = [f"{'user':<{width}}  role        password", f"{'-' * width}  ----------  {'-' * 19}"]
+        lines += [f"{n:<{width}}  {'instructor' if n == self.instructor else 'student':<10}  {p}" for n, p in creds.items()]
+        return "\n".join(lines)
+
+    def reset_password(self, user):
+        """A new password for one classroom user (a learner who lost theirs); returns it."""
+        creds = self.credentials()
+        if user not in creds:
+            raise ClassroomError(f"{user!r} is not a user of this classroom ({self.instructor}, "
+                                 f"{', '.join(self.students[:3])}, ...)")
+        creds[user] = new_password()
+        self._set_passwords({user: creds[user]})
+        self._write_credentials(creds)
+        return creds[user]
 
     def _environment(self):
         """PREFIX/python: a copy of the course's interpreter (the one its .venv was made from) that every
@@ -319,7 +400,9 @@ class Classroom(HubControl, HubClient):
             f"c.Exchange.root = {str(self.exchange)!r}\n"
             "c.Execute.timeout = 120  # as the course's nbgrader_config.py (Validate runs the whole notebook)\n"
             "# submissions readable by the course's graders only (nbgrader's default: 0777 folders, 0644 files)\n"
-            f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n")
+            f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n"
+            "# collect refuses (moves to the course folder's forged/) what a learner put in inbound/ in another's name\n"
+            f"c.ExchangeFactory.collect = '{EXCHANGE_MODULE}.CheckedCollect'\n")
         # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
         _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
             "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
@@ -397,8 +480,10 @@ class Classroom(HubControl, HubClient):
     def _hub_state(self):
         self.hub_dir.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.hub_dir, 0o700)
+        if self.auth == "shared":           # a closed room only: one password for every learner
+            self.state["password"] = secrets.token_urlsafe(9)
         self.state.update(
-            password=secrets.token_urlsafe(9), admin_token=secrets.token_hex(32), proxy_token=secrets.token_hex(32),
+            admin_token=secrets.token_hex(32), proxy_token=secrets.token_hex(32),
             hub_port=free_port(), proxy_api_port=free_port(), service_port=free_port(),
             proxy_command=self.proxy[0], proxy_name=self.proxy[1], python=str(self.python),
             hub_dir=str(self.hub_dir), exchange=str(self.exchange), course_dir=str(self.course_dir))
