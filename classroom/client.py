@@ -37,14 +37,14 @@ class HubClient:
             time.sleep(0.25)
         raise ClassroomError(f"the server of {user} was not ready within {timeout} s:\n{self.log_tail()}")
 
-    def run_as(self, user, args, cwd="/", timeout=600, env=None):
+    def run_as(self, user, args, cwd="/", timeout=600, env=None, input=None):
         """Run the classroom's python with `args` as `user`: that uid, its group and its supplementary
         groups only (never root's), HOME its home, PATH the classroom environment first."""
         pw = pwd.getpwnam(user)
         groups = os.getgrouplist(user, pw.pw_gid)
         run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
         return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
-                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout)
+                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout, input=input)
 
     def login(self, user, password, timeout=60):
         """Log in through the hub's login form as a browser does (its _xsrf cookie and field); returns the

@@ -98,19 +98,34 @@ def forgery(path):
 class CheckedCollect(ExchangeCollect):
 
     def init_src(self):
-        inbound = os.path.join(self.root, self.coursedir.course_id, "inbound")
-        if os.path.isdir(inbound) and os.access(inbound, os.R_OK | os.X_OK):
-            quarantine = os.path.join(os.path.abspath(self.coursedir.root), "forged")
-            for entry in sorted(os.listdir(inbound)):
-                path = os.path.join(inbound, entry)
-                why = forgery(path)
-                if why is None:
-                    continue
-                os.makedirs(quarantine, exist_ok=True)
-                try:
-                    os.rename(path, os.path.join(quarantine, entry))
-                    where = f"moved to {quarantine}/"
-                except OSError as exc:
-                    self.fail(f"refused the submission {path}: {why}; moving it out failed ({exc}): remove it")
-                self.log.error(f"refused the submission {path}: {why}; {where}")
+        left = self.refuse_forged()
         super().init_src()
+        # an entry that could not be moved out (its maker kept write permission on it to themselves) is not
+        # collected, nor is anything else of the learner it names this time
+        self.src_records = [r for r in self.src_records if r["filename"] not in left]
+
+    def refuse_forged(self):
+        """Move every forged inbound/ entry into the course folder's forged/; return the names of those that
+        could not be moved."""
+        inbound = os.path.join(self.root, self.coursedir.course_id, "inbound")
+        left = set()
+        if not (os.path.isdir(inbound) and os.access(inbound, os.R_OK | os.X_OK)):
+            return left
+        quarantine = os.path.join(os.path.abspath(self.coursedir.root), "forged")
+        for entry in sorted(os.listdir(inbound)):
+            path = os.path.join(inbound, entry)
+            try:
+                why = forgery(path)
+            except OSError as exc:          # changed while being read
+                why = f"it could not be examined ({exc})"
+            if why is None:
+                continue
+            os.makedirs(quarantine, exist_ok=True)
+            try:
+                os.rename(path, os.path.join(quarantine, entry))
+                self.log.error(f"refused the submission {path}: {why}; moved it to {quarantine}/")
+            except OSError as exc:
+                left.add(entry)
+                self.log.error(f"refused the submission {path}: {why}; it stays in inbound/ ({exc.strerror}): "
+                               f"remove it as root (sudo rm -r '{path}') and collect again")
+        return left

@@ -42,6 +42,7 @@ from autograde import NOTEBOOKS, SOLUTIONS
 from classroom import COURSE_ID, ClassroomError, fill
 from classroom.hub import check_exchange, check_port_free, free_port, singleuser_args
 from classroom.provision import Classroom, check_username
+from classroom.testing import HTTP_PROBE, SECRET_SCAN, listening_ports, machine_lock
 from specdec.insights import FILE as INSIGHTS_FILE
 
 ASSIGNMENT = "03_acceptance_math"
@@ -134,6 +135,59 @@ def test_a_root_user_server_gets_allow_root_and_an_unknown_user_is_named():
         singleuser_args("no-such-user-xyz")
 
 
+
+def test_a_classroom_gives_each_user_a_password_and_locks_after_5_failures_for_300_s_by_default():
+    room = Classroom("sd-instructor", ["sd-student01"])
+    assert room.auth == "pam"
+    assert room.lockout == {"failed_logins_allowed": 5, "lockout_seconds": 300}
+    with pytest.raises(ClassroomError, match="unknown authentication 'ldap'"):
+        Classroom("sd-instructor", [], auth="ldap")
+    from classroom.provision import new_password
+    passwords = {new_password() for _ in range(200)}
+    assert len(passwords) == 200 and all(len(p) == 19 and not set(p) & set("01ilo") for p in passwords)
+
+
+def test_the_lockout_counts_attempts_in_flight_and_lifts_after_its_time():
+    """LoginLockout (classroom/auth.py) in front of a slow authenticator, on a fake clock: 8 guesses at once get
+    5 answers and 3 refusals; then the right password is refused until the lockout's time has passed."""
+    import asyncio
+
+    from tornado import web
+
+    from classroom.auth import LoginLockout
+    from jupyterhub.auth import Authenticator
+
+    class Slow(Authenticator):
+        async def authenticate(self, handler, data):
+            await asyncio.sleep(0.05)                    # as PAM, which waits after a wrong password
+            return data["username"] if data["password"] == "right" else None
+
+    class Locked(LoginLockout, Slow):
+        pass
+
+    now = [1000.0]
+    auth = Locked(lockout_seconds=300)
+    auth.clock = lambda: now[0]
+
+    async def attempt(password, name="alice"):
+        try:
+            return await auth.authenticate(None, {"username": name, "password": password})
+        except web.HTTPError as exc:
+            return exc.status_code
+
+    async def run():
+        guesses = await asyncio.gather(*(attempt(f"guess-{i}") for i in range(8)))
+        assert sorted(guesses, key=str) == [429, 429, 429, None, None, None, None, None], guesses
+        assert await attempt("right") == 429 and await attempt("right", "bob") == "bob"
+        now[0] += 299
+        assert await attempt("right") == 429
+        now[0] += 2
+        assert await attempt("right") == "alice"
+        assert [await attempt("guess") for _ in range(4)] == [None] * 4 and await attempt("right") == "alice"
+
+    asyncio.run(run())
+
+
 # ------------------------------------------------------------------------------------------- helpers
 def _cannot_create_users():
     if os.geteuid() != 0:
@@ -143,9 +197,9 @@ def _cannot_create_users():
     return None
 
 
-def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None):
+def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None, input=None):
     """Run Python code (or `args`) as `user` with the classroom's python."""
-    return room.run_as(user, [*(["-c", code] if code else []), *args], cwd=cwd, timeout=timeout, env=env)
+    return room.run_as(user, [*(["-c", code] if code else []), *args], cwd=cwd, timeout=timeout, env=env, input=input)
 
 
 def can_read(room, user, path):
@@ -180,30 +234,26 @@ def need(*steps):
         pytest.fail(f"an earlier step failed, so this one cannot run: {missing}")
 
 
+LOCKOUT_S = 15          # the test classroom's lockout (the default is 300 s): long enough to see, short to wait out
+
+
 @pytest.fixture(scope="module")
-def room(request):
+def room():
     why = _cannot_create_users()
     if why:
         pytest.skip(why)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    # the course groups (nbgrader-<course>, formgrade-<course>) exist once per machine: two test runs on
-    # one machine take turns
-    import fcntl
-    lock = open("/tmp/specdec-classroom-test.lock", "w")
-    deadline = time.monotonic() + 600
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                pytest.fail("another classroom test on this machine held /tmp/specdec-classroom-test.lock for 10 min")
-            time.sleep(2)
-    request.addfinalizer(lock.close)
-    _remove_stale_test_classrooms()
+    try:
+        with machine_lock():
+            yield from _classroom()
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
+
+
+def _classroom():
     t0 = time.monotonic()
     room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
-                     root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom")
+                     root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom", lockout_seconds=LOCKOUT_S)
     try:
         room.setup()
         TIMES["setup_s"] = time.monotonic() - t0
@@ -225,16 +275,6 @@ def room(request):
         left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
         assert not left, f"teardown left Unix users {left}"
         assert not Path(room.root).exists() and not Path(room.prefix).exists()
-
-
-def _remove_stale_test_classrooms():
-    """A test run killed outright (SIGKILL, a lost machine) cannot tear down: the next run removes what
-    such a run left, found by its state file, once the process that made it is gone."""
-    for state in Path("/srv").glob("sdt*-classroom/state.json"):
-        pid = json.loads(state.read_text()).get("owner_pid")
-        if pid and not Path(f"/proc/{pid}").exists():
-            print(f"removing the classroom a killed test run left at {state.parent}")
-            Classroom.load(state.parent).teardown()
 
 
 def _user_exists(name):
@@ -283,6 +323,74 @@ def test_the_classroom_is_set_up_with_users_groups_and_a_private_course(room):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(str(room.prefix))
     DONE.add("setup")
+
+
+# ------------------------------------------------------------------------------ accounts and logins
+def secrets_of(room, but=None):
+    """What no learner may read: the hub's tokens and cookie secret, every other user's password."""
+    found = [room.state["admin_token"], room.state["proxy_token"],
+             (room.hub_dir / "jupyterhub_cookie_secret").read_text().strip()]
+    return found + [p for u, p in room.credentials().items() if u != but]
+
+
+def test_every_user_has_a_password_of_their_own_in_a_file_only_root_reads(room):
+    import pwd
+    import re
+    import stat
+
+    need("setup")
+    path = room.credentials_file
+    st = path.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0, (oct(st.st_mode), st.st_uid)
+    creds = room.credentials()
+    assert list(creds) == [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT]
+    assert len(set(creds.values())) == len(creds), "two users share a password"
+    assert all(re.fullmatch(r"([a-z2-9]{4}-){3}[a-z2-9]{4}", p) for p in creds.values()), creds
+    # the hub checks them through PAM against /etc/shadow (a hash there, not locked); the state file has none
+    shadow = {line.split(":")[0]: line.split(":")[1] for line in Path("/etc/shadow").read_text().splitlines()}
+    assert all(shadow[u].startswith("$") for u in creds), {u: shadow[u][:3] for u in creds}
+    state = room.state_file.read_text()
+    assert not [u for u, p in creds.items() if p in state]
+    assert "password" not in room.state
+    # the table printed for the instructor names every user once
+    table = room.credentials_table()
+    assert all(table.count(f"{u} ") == 1 and creds[u] in table for u in creds), table
+    # no learner reads the file, the state, or the hub's folder (database, cookie secret, log)
+    learner = f"{TAG}-blank"
+    for p in (path, room.state_file, room.hub_dir, room.hub_dir / "jupyterhub_cookie_secret",
+              room.hub_dir / "jupyterhub.sqlite", room.hub_dir / "jupyterhub.log"):
+        assert can_read(room, learner, p) == "PermissionError", f"{learner} could read {p}"
+    assert stat.S_IMODE((room.hub_dir / "jupyterhub_cookie_secret").stat().st_mode) == 0o600
+    # nor finds a secret anywhere it can read: the classroom's folders, /tmp, every process's command line
+    # and environment (the hub hands tokens to the proxy and to the servers in their environment, not argv)
+    done = as_user(room, learner, SECRET_SCAN, args=[str(room.root), str(room.prefix / "venv" / "etc"), "/tmp"],
+                   input="\n".join(secrets_of(room, but=learner)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "none", done.stdout
+    assert pwd.getpwnam(learner).pw_uid != 0
+    DONE.add("credentials")
+
+
+def test_a_learner_logs_in_with_their_own_password_and_nobody_with_a_wrong_one(room):
+    need("credentials")
+    creds = room.credentials()
+    a, b = f"{TAG}-correct", f"{TAG}-partial"
+    session, answer = room.login(a, creds[a])
+    assert answer.status_code == 302, answer.status_code            # logged in: on to the spawn page
+    assert session.get(f"{room.url}/hub/api/user", headers={"X-XSRFToken": session.cookies.get(
+        "_xsrf", path="/hub/")}).json()["name"] == a
+    from concurrent.futures import ThreadPoolExecutor
+
+    tries = {"A with B's password": (a, creds[b]), "B with A's password": (b, creds[a]), "an empty password": (a, ""),
+             "the instructor with a learner's password": (INSTRUCTOR, creds[a]),
+             "an unknown user": (f"{TAG}-nobody", creds[a]), "root, not a classroom user": ("root", creds[a])}
+    with ThreadPoolExecutor(len(tries)) as pool:         # PAM waits 3 s after each wrong password
+        refused = dict(zip(tries, pool.map(lambda t: room.login(*t), tries.values())))
+    for what, (session, answer) in refused.items():
+        assert answer.status_code == 403, (what, answer.status_code)
+        assert "Invalid username or password" in answer.text, what
+        assert "jupyterhub-hub-login" not in session.cookies, what
+    DONE.add("login")
 
 
 def test_the_instructor_releases_the_assignment_through_formgrader(room):
@@ -399,6 +507,132 @@ def test_a_student_cannot_list_or_open_another_students_submission_the_solutions
     assert err.value.code == 403
     assert user_api(room, other, TOKENS[other], f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb")["type"] == "notebook"
     DONE.add("isolation")
+
+
+ATTACKER, VICTIM = f"{TAG}-blank", f"{TAG}-correct"
+
+
+def probe(room, user, requests_):
+    """The statuses `user`'s own process gets for [method, url, token, body] requests (classroom.testing)."""
+    done = as_user(room, user, HTTP_PROBE, input=json.dumps(requests_))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def _to_login(answer):
+    """A page of the hub asked with a token and no session: sent to the login page, a refusal."""
+    return answer.status_code == 302 and "/hub/login" in answer.headers.get("location", "")
+
+
+def test_logged_in_as_one_learner_nothing_of_another_learners_is_reachable(room):
+    """A logs in with their own password and tries B's server and account every way the hub, the proxy and
+    the loopback ports offer: through the hub (session and token), by B's server's own port, by the proxy's
+    API, by formgrader's port. B's server runs (it submitted)."""
+    import pwd
+
+    import requests
+
+    need("submit", "login")
+    a, b = ATTACKER, VICTIM
+    session, answer = room.login(a, room.credentials()[a])
+    assert answer.status_code == 302
+    token = room.session_token(session, a)
+    xsrf = {"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")}
+    hub = f"{room.url}/hub/api"
+    tries = [("GET", f"{hub}/users/{b}", None), ("GET", f"{hub}/users/{b}/tokens", None),
+             ("POST", f"{hub}/users/{b}/tokens", {"note": "mine now"}), ("POST", f"{hub}/users/{b}/server", {}),
+             ("DELETE", f"{hub}/users/{b}/server", None), ("PATCH", f"{hub}/users/{a}", {"admin": True}),
+             ("PATCH", f"{hub}/users/{b}", {"name": f"{a}-b"}), ("POST", f"{hub}/users/{a}/tokens", {"scopes": ["admin:users"]}),
+             ("GET", f"{hub}/proxy", None), ("POST", f"{hub}/groups/formgrade-{COURSE_ID}/users", {"users": [a]}),
+             ("GET", f"{room.url}/user/{b}/api/contents/{ASSIGNMENT}", None),
+             ("PUT", f"{room.url}/user/{b}/api/contents/planted.txt", {"type": "file", "format": "text", "content": "x"}),
+             ("GET", f"{room.url}/hub/admin", None), ("GET", f"{room.url}/hub/spawn/{b}", None)]
+    refused = (400, 403, 404)          # 400: "scopes not held by User A" (asking a token for more than A has)
+    let_in = []
+    for method, url, body in tries:
+        by_token = requests.request(method, url, json=body, headers={"Authorization": f"token {token}"},
+                                    allow_redirects=False, timeout=60)
+        by_session = session.request(method, url, json=body, headers=xsrf, timeout=60)    # redirects followed
+        let_in += [(method, url, how, r.status_code, r.text[:200]) for how, r in (("token", by_token),
+                                                                                   ("session", by_session))
+                   if r.status_code not in refused and not _to_login(r)]
+    assert not let_in, let_in
+    # the session and the token work where A may go (so the refusals above are not a broken login)
+    assert session.get(f"{hub}/users/{a}", headers=xsrf, timeout=60).json()["name"] == a
+    assert requests.get(f"{hub}/users/{a}", headers={"Authorization": f"token {token}"}, timeout=60).status_code == 200
+    # the list of users holds A alone, if the hub answers at all
+    listed = requests.get(f"{hub}/users", headers={"Authorization": f"token {token}"}, timeout=60)
+    assert listed.status_code == 403 or [u["name"] for u in listed.json()] == [a], listed.text[:300]
+    # straight to the loopback ports, from A's own process: B's server (found as an attacker would, in
+    # /proc/net/tcp, which names each socket's owner), the proxy's API, the hub itself, formgrader
+    assert can_read(room, a, "/proc/net/tcp") == "ok"
+    ports = listening_ports(pwd.getpwnam(b).pw_uid)
+    assert ports, "B's server listens on no port (is it running?)"
+    direct = [[m, f"http://127.0.0.1:{port}/user/{b}/api/contents/{ASSIGNMENT}", t, None]
+              for port in ports for m, t in (("GET", token), ("GET", None))]
+    direct += [["PUT", f"http://127.0.0.1:{port}/user/{b}/api/contents/planted.txt", token,
+                {"type": "file", "format": "text", "content": "x"}] for port in ports]
+    proxy = f"http://127.0.0.1:{room.state['proxy_api_port']}/api/routes"
+    direct += [["GET", proxy, None, None], ["GET", proxy, token, None],
+               ["POST", f"{proxy}/user/{b}", None, {"target": "http://127.0.0.1:1"}],
+               ["GET", f"http://127.0.0.1:{room.state['hub_port']}/hub/api/users/{b}", token, None],
+               ["GET", f"http://127.0.0.1:{room.state['service_port']}/services/{COURSE_ID}/formgrader/api/assignments",
+                token, None]]
+    statuses = probe(room, a, direct)
+    let_in = [(method, url, bool(tok), status) for (method, url, tok, _), status in zip(direct, statuses)
+              if status not in ((302, 403, 404) if tok is None else refused)]
+    assert not let_in, let_in
+    assert not (Path(pwd.getpwnam(b).pw_dir) / "planted.txt").exists()
+    # the same requests with B's own token do reach B's server (so the refusals above are the hub's doing)
+    assert user_api(room, b, TOKENS[b], f"/api/contents/{ASSIGNMENT}")["type"] == "directory"
+    DONE.add("attacker")
+
+
+def test_a_learner_cannot_submit_in_another_learners_name_nor_slip_in_the_solutions(room):
+    """nbgrader's own submit with --student B is refused; a folder made by hand in inbound/ (which every learner
+    may write) in B's name, or in A's own with its notebook a symbolic link into the solutions, is refused by the
+    instructor's collect, which moves it out of inbound/ where it can and names it where it cannot."""
+    import pwd
+
+    need("submit")
+    a, b = ATTACKER, VICTIM
+    home = pwd.getpwnam(a).pw_dir
+    done = as_user(room, a, None, cwd=home, args=["-m", "nbgrader", "submit", ASSIGNMENT, "--student", b])
+    assert done.returncode != 0 and f"you cannot submit as {b}" in done.stdout + done.stderr, done.stdout + done.stderr
+    inbound = room.exchange / COURSE_ID / "inbound"
+    assert sorted(p.name.split("+")[0] for p in inbound.iterdir()) == sorted([*STUDENTS, RESUBMITTER])
+    import datetime as dt
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")   # nbgrader's; the latest of all
+    solution = room.course_dir / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    forged, linked = f"{b}+{ASSIGNMENT}+{stamp}+forged", f"{a}+{ASSIGNMENT}+{stamp}+linked"
+    done = as_user(room, a, f"""
+import os, shutil
+inbound = {str(inbound)!r}
+for name, mode in (({forged!r}, 0o770), ({linked!r}, 0o755)):
+    os.mkdir(os.path.join(inbound, name), mode)
+    os.chmod(os.path.join(inbound, name), mode)
+    open(os.path.join(inbound, name, "timestamp.txt"), "w").write({stamp!r})
+shutil.copy({f"{home}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"!r}, os.path.join(inbound, {forged!r}))
+os.symlink({str(solution)!r}, os.path.join(inbound, {linked!r}, {f"{ASSIGNMENT}.ipynb"!r}))
+print("planted")""")
+    assert done.stdout.strip() == "planted", done.stderr
+    try:
+        result = formgrader(room, TOKENS[INSTRUCTOR], f"/assignment/{ASSIGNMENT}/collect", "POST")
+        log = result.get("log", "")
+        (ARTIFACTS / "collect_forged.log").write_text(log)
+        assert f"refused the submission {inbound / forged}: it names {b} but {a} made" in log, log
+        assert f"moved it to {room.course_dir / 'forged'}/" in log, log
+        assert f"refused the submission {inbound / linked}" in log and "not a plain folder or file" in log, log
+        assert "it stays in inbound/" in log and "sudo rm -r" in log, log
+        assert (room.course_dir / "forged" / forged).is_dir() and not (inbound / forged).exists()
+        # B's collected submission is B's own (the latest real one); nothing of the solutions was collected
+        collected = room.course_dir / "collected"
+        assert _utc((collected / b / ASSIGNMENT / "timestamp.txt").read_text()) == _utc(SUBMITTED[b])
+        for nb in collected.glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"):
+            assert not nb.is_symlink() and nb.read_bytes() != solution.read_bytes(), nb
+    finally:
+        shutil.rmtree(inbound / linked, ignore_errors=True)        # as the instructor would, with sudo
+    DONE.add("forgery")
 
 
 GRADES = {}
@@ -542,6 +776,46 @@ def test_each_student_fetches_feedback_and_sees_only_their_own(room):
     DONE.add("feedback")
 
 
+def test_a_learner_cannot_fetch_or_read_another_learners_feedback(room):
+    import pwd
+
+    need("graded")
+    a, b = ATTACKER, VICTIM
+    assert can_read(room, a, room.exchange / COURSE_ID / "feedback") == "PermissionError"
+    # nbgrader's fetch_feedback in B's name: a feedback file is found by the hash of its submission's secret,
+    # which A does not hold, so A gets nothing of B's
+    home = Path(pwd.getpwnam(a).pw_dir)
+    done = as_user(room, a, None, cwd=home, args=["-m", "nbgrader", "fetch_feedback", ASSIGNMENT, "--student", b])
+    fetched = [p for p in home.rglob("*.html") if f"Submitted by {b}" in p.read_text(errors="replace")]
+    assert not fetched, (fetched, done.stdout[-1000:], done.stderr[-1000:])
+
+
+def test_five_wrong_passwords_lock_the_account_for_the_stated_time(room):
+    """The hub refuses a user name, the right password too, for the lockout's time after 5 wrong passwords in a
+    row (the test classroom's lockout is LOCKOUT_S; `make classroom`'s is 300 s); other users log in meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    need("login")
+    victim, other = f"{TAG}-partial", f"{TAG}-correct"
+    creds = room.credentials()
+    assert room.lockout == {"failed_logins_allowed": 5, "lockout_seconds": LOCKOUT_S}
+    with ThreadPoolExecutor(5) as pool:                 # at once: attempts in flight count against the limit
+        answers = list(pool.map(lambda i: room.login(victim, f"guess-{i}")[1].status_code, range(5)))
+    assert answers == [403] * 5, answers
+    locked_at = time.monotonic()
+    session, answer = room.login(victim, creds[victim])
+    assert answer.status_code == 429 and "Too many failed logins" in answer.text, (answer.status_code, answer.text[:500])
+    assert "jupyterhub-hub-login" not in session.cookies
+    assert room.login(other, creds[other])[1].status_code == 302          # one name's lock, not the hub's
+    unknown = f"{TAG}-nobody"                                              # a name nobody has locks the same way
+    with ThreadPoolExecutor(5) as pool:
+        list(pool.map(lambda i: room.login(unknown, f"guess-{i}"), range(5)))
+    assert room.login(unknown, "guess")[1].status_code == 429
+    assert f"login lockout: '{victim}' locked for {LOCKOUT_S} s after 5 failed logins" in room.log_tail(10**7)
+    time.sleep(max(0.0, locked_at + LOCKOUT_S + 1 - time.monotonic()))
+    assert room.login(victim, creds[victim])[1].status_code == 302        # the lock has run out
+
+
 # ------------------------------------------------------------------------------------------- browser
 @pytest.fixture(scope="module")
 def browser():
@@ -558,7 +832,7 @@ def browser():
 def _login(room, page, user):
     page.goto(f"{room.url}/hub/login")
     page.fill("input[name=username]", user)
-    page.fill("input[name=password]", room.state["password"])
+    page.fill("input[name=password]", room.credentials()[user])
     page.click("#login_submit")
 
 
