@@ -25,16 +25,16 @@ class HubClient:
             raw = r.read()
         return json.loads(raw) if raw.strip() else None
 
-    def spawn(self, user, timeout=180, token=None):
+    def spawn(self, user, timeout=180, token=None, poll=0.25):
         """Start `user`'s single-user server through the hub's REST API (with the admin token, or `token`: the
-        user's own); return the seconds until it is ready."""
+        user's own); return the seconds until it is ready (asking every `poll` seconds)."""
         t0 = time.monotonic()
         self.api(f"/hub/api/users/{user}/server", "POST", {}, token=token)
         while time.monotonic() - t0 < timeout:
             server = self.api(f"/hub/api/users/{user}", token=token)["servers"].get("")
             if server and server.get("ready"):
                 return time.monotonic() - t0
-            time.sleep(0.25)
+            time.sleep(poll)
         raise ClassroomError(f"the server of {user} was not ready within {timeout} s:\n{self.log_tail()}")
 
     def run_as(self, user, args, cwd="/", timeout=600, env=None, input=None):

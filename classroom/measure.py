@@ -33,12 +33,17 @@ PARTIAL = "expected_tokens"
 
 def memory_of(uid):
     """(PSS, RSS) in MiB of all processes of `uid`."""
+    return memory_of_all({uid})
+
+
+def memory_of_all(uids, pids=()):
+    """(PSS, RSS) in MiB of all processes of the users `uids` and of the processes `pids`, read once each."""
     pss = rss = 0
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if proc.stat().st_uid != uid:
+            if proc.stat().st_uid not in uids and int(proc.name) not in pids:
                 continue
             for line in (proc / "smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):
@@ -48,6 +53,12 @@ def memory_of(uid):
         except OSError:
             continue
     return pss / 1024, rss / 1024
+
+
+def memory_in_use_gib():
+    """The machine's memory in use (MemTotal - MemAvailable), GiB."""
+    info = {line.split(":")[0]: int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()}
+    return (info["MemTotal"] - info["MemAvailable"]) / 2**20
 
 
 def main(argv=None):

@@ -7,6 +7,9 @@ A test classroom lives at /srv/sdt<tag>-classroom with users sdt<tag>-...; the c
 import contextlib
 import fcntl
 import json
+import os
+import pwd
+import shutil
 import time
 from pathlib import Path
 
@@ -32,6 +35,59 @@ def machine_lock(timeout=600):
         yield
     finally:
         lock.close()
+
+
+def cannot_create_users():
+    """Why this machine cannot hold a test classroom, or None."""
+    if os.geteuid() != 0:
+        return "not root: the classroom creates Unix users (run `make test` as root, as CI does)"
+    if not shutil.which("useradd"):
+        return "useradd is missing: this machine cannot create Unix users"
+    return None
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@contextlib.contextmanager
+def disposable_classroom(room, artifacts, keep=False):
+    """Hold the machine's lock while the test uses `room` (a Classroom, set up by the test); at the end copy the
+    hub's log into `artifacts`, tear the classroom down (unless `keep`: debugging) and check that none of its
+    users and folders is left. room.teardown_seconds: how long the tear-down took. Skips the test where the
+    machine cannot create users."""
+    import pytest
+
+    why = cannot_create_users()
+    if why:
+        pytest.skip(why)
+    Path(artifacts).mkdir(parents=True, exist_ok=True)
+    held = contextlib.ExitStack()
+    try:
+        held.enter_context(machine_lock())
+    except TimeoutError as exc:
+        pytest.fail(str(exc))
+    with held:
+        try:
+            yield room
+        finally:
+            try:
+                shutil.copy(room.hub_dir / "jupyterhub.log", Path(artifacts) / "jupyterhub.log")
+            except OSError:
+                pass
+            if keep:
+                print(f"the classroom stays at {room.root} (`python -m classroom down --root {room.root}`)")
+            else:
+                t0 = time.monotonic()
+                room.teardown()
+                room.teardown_seconds = time.monotonic() - t0
+                left = [u for u in [room.instructor, *room.students] if user_exists(u)]
+                assert not left, f"teardown left Unix users {left}"
+                assert not Path(room.root).exists() and not Path(room.prefix).exists()
 
 
 def remove_stale_test_classrooms():

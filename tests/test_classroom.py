@@ -42,7 +42,7 @@ from autograde import NOTEBOOKS, SOLUTIONS
 from classroom import COURSE_ID, ClassroomError, fill
 from classroom.hub import check_exchange, check_port_free, free_port, singleuser_args
 from classroom.provision import Classroom, check_username
-from classroom.testing import HTTP_PROBE, SECRET_SCAN, listening_ports, machine_lock
+from classroom.testing import HTTP_PROBE, SECRET_SCAN, disposable_classroom, listening_ports, user_exists
 from specdec.insights import FILE as INSIGHTS_FILE
 
 ASSIGNMENT = "03_acceptance_math"
@@ -120,7 +120,7 @@ def test_the_command_refuses_an_invalid_student_name_before_creating_anything(tm
     err = capsys.readouterr().err
     if os.geteuid() == 0:
         assert "'Bad Name' is not a valid Unix user name" in err, err
-        assert not _user_exists("sd-ok")
+        assert not user_exists("sd-ok")
     else:
         assert "need root" in err, err
     assert not root.exists() and not (tmp_path / "env").exists()
@@ -189,14 +189,6 @@ def test_the_lockout_counts_attempts_in_flight_and_lifts_after_its_time():
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _cannot_create_users():
-    if os.geteuid() != 0:
-        return "not root: the classroom creates Unix users (run `make test` as root, as CI does)"
-    if not shutil.which("useradd"):
-        return "useradd is missing: this machine cannot create Unix users"
-    return None
-
-
 def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None, input=None):
     """Run Python code (or `args`) as `user` with the classroom's python."""
     return room.run_as(user, [*(["-c", code] if code else []), *args], cwd=cwd, timeout=timeout, env=env, input=input)
@@ -239,51 +231,18 @@ LOCKOUT_S = 15          # the test classroom's lockout (the default is 300 s): l
 
 @pytest.fixture(scope="module")
 def room():
-    why = _cannot_create_users()
-    if why:
-        pytest.skip(why)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    try:
-        with machine_lock():
-            yield from _classroom()
-    except TimeoutError as exc:
-        pytest.fail(str(exc))
-
-
-def _classroom():
-    t0 = time.monotonic()
     room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
                      root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom", lockout_seconds=LOCKOUT_S)
-    try:
+    # SPECDEC_CLASSROOM_KEEP=1 (debugging) leaves the classroom standing: `python -m classroom down --root ...`
+    with disposable_classroom(room, ARTIFACTS, keep=os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1"):
+        t0 = time.monotonic()
         room.setup()
         TIMES["setup_s"] = time.monotonic() - t0
         room.start()
         TIMES["hub_start_s"] = room.start_seconds
         yield room
-    finally:
-        try:
-            shutil.copy(room.hub_dir / "jupyterhub.log", ARTIFACTS / "jupyterhub.log")
-        except OSError:
-            pass
-        if os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1":       # debugging: `python -m classroom down --root ...`
-            print(f"SPECDEC_CLASSROOM_KEEP=1: the classroom stays at {room.root}")
-            return
-        t_down = time.monotonic()
-        room.teardown()
-        TIMES["teardown_s"] = time.monotonic() - t_down
-        (ARTIFACTS / "times.json").write_text(json.dumps({k: round(v, 1) for k, v in TIMES.items()}, indent=1))
-        left = [u for u in [INSTRUCTOR, *STUDENTS, BROWSER_STUDENT] if _user_exists(u)]
-        assert not left, f"teardown left Unix users {left}"
-        assert not Path(room.root).exists() and not Path(room.prefix).exists()
-
-
-def _user_exists(name):
-    import pwd
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
+    TIMES["teardown_s"] = getattr(room, "teardown_seconds", 0.0)
+    (ARTIFACTS / "times.json").write_text(json.dumps({k: round(v, 1) for k, v in TIMES.items()}, indent=1))
 
 
 def user_api(room, user, token, path, method="GET", body=None):
@@ -799,6 +758,7 @@ def test_five_wrong_passwords_lock_the_account_for_the_stated_time(room):
     victim, other = f"{TAG}-partial", f"{TAG}-correct"
     creds = room.credentials()
     assert room.lockout == {"failed_logins_allowed": 5, "lockout_seconds": LOCKOUT_S}
+    assert room.login(victim, creds[victim])[1].status_code == 302     # a login clears the earlier failures
     with ThreadPoolExecutor(5) as pool:                 # at once: attempts in flight count against the limit
         answers = list(pool.map(lambda i: room.login(victim, f"guess-{i}")[1].status_code, range(5)))
     assert answers == [403] * 5, answers
