@@ -25,7 +25,10 @@ import torch.nn.functional as F
 
 
 def new_cache(model):
-    """An empty transformers DynamicCache shaped for `model`."""
+    """An empty KV cache for `model`: transformers' DynamicCache, or the model's own where it has one
+    (``specdec.lean.LeanLlama``, whose cache is preallocated)."""
+    if hasattr(model, "new_cache"):
+        return model.new_cache()
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)

@@ -48,7 +48,7 @@ def loop_and_reference(pair):
     """(namespace with the loop cell, notebook 04's solution speculative_generate, the pair, the tokenizer)."""
     import specdec.decoding as dec
     base = {name: getattr(dec, name) for name in ("feed", "new_cache", "probs_from_logits", "sample")}
-    base.update(torch=torch, time=__import__("time"))
+    base.update(torch=torch, F=torch.nn.functional, time=__import__("time"))
     s04 = solution_path("04_speculative_decoder")
     reference = dict(base)
     exec(_solution_body(s04, "verify"), reference)

@@ -292,6 +292,26 @@ def estimate_alpha(accepted, drafted):
     Case("05", "estimate_alpha", "no rounds: ZeroDivisionError instead of ValueError",
          P("05", "estimate_alpha", ('    if successes + failures == 0:\n        raise ValueError("drafted holds no tested draft token (no rounds, or every round drafted 0)")\n', "")),
          first="test_estimate_alpha_bad_input"),
+    Case("05", "round_terms", "c as the mean of each k's cost per drafted token, not pooled over every k",
+         P("05", "round_terms", ('c = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds',
+                                 'c = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds')),
+         first="test_round_terms"),
+    Case("05", "round_terms", "o keeps the verify forward in the round's rest",
+         P("05", "round_terms", ('rest = sum(p["total_seconds"] - p["propose_seconds"] - p["verify_seconds"] for p in profile.values())',
+                                 'rest = sum(p["total_seconds"] - p["propose_seconds"] for p in profile.values())')),
+         first="test_round_terms"),
+    Case("05", "round_terms", "v(k) per round forgotten: the verify seconds of all rounds",
+         P("05", "round_terms", ('float(p["verify_seconds"] / p["rounds"] / token_seconds)', 'float(p["verify_seconds"] / token_seconds)')),
+         first="test_round_terms"),
+    Case("05", "round_terms", "a profile with no drafted token divides by zero instead of raising ValueError",
+         P("05", "round_terms", ('    if drafted == 0:\n        raise ValueError("profile holds no drafted token: c cannot be measured")\n', "")),
+         first="test_round_terms_bad_input"),
+    Case("05", "predicted_speedup", "the round overhead paid per drafted token, k (c + o)",
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["o"]) + terms["v"][k]')),
+         first="test_predicted_speedup"),
+    Case("05", "predicted_speedup", "the bare model: no round overhead",
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k]')),
+         first="test_predicted_speedup"),
     Case("05", "ngram_propose", "the earliest match instead of the most recent", P("05", "ngram_propose", ("j = int(hits[-1, 0])", "j = int(hits[0, 0])"))),
     Case("05", "ngram_propose", "no overlap between the match and the suffix",
          P("05", "ngram_propose", ("windows = tokens[:L - 1].unfold(0, n, 1)", "windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)")),
@@ -457,6 +477,30 @@ def estimate_alpha(accepted, drafted):
          P("05", "estimate_alpha", ("        if k < 0:\n            raise ValueError(f\"drafted counts must be >= 0, got {k}\")\n", ""),
            ('raise ValueError(f"accepted counts must be in [0, drafted], got accepted {n} with drafted {k}")',
             'raise ValueError(f"accepted: round count {n} out of range")'))),
+    Case("05", "round_terms", "numpy sums and its own messages", lambda: '''
+def round_terms(profile, token_seconds):
+    import numpy as np
+    if isinstance(token_seconds, bool) or not np.isfinite(token_seconds) or token_seconds <= 0:
+        raise ValueError("token_seconds: need a finite positive time")
+    if not isinstance(profile, dict) or len(profile) == 0:
+        raise ValueError("profile: empty")
+    need = {"rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds"}
+    for k, p in profile.items():
+        if type(k) is not int or k < 1 or not isinstance(p, dict) or not need <= set(p):
+            raise ValueError("profile: bad entry")
+        if type(p["rounds"]) is not int or p["rounds"] < 1 or type(p["drafted"]) is not int or p["drafted"] < 0:
+            raise ValueError("profile: bad counts")
+        t = np.array([p["propose_seconds"], p["verify_seconds"], p["total_seconds"]], dtype=float)
+        if not np.all(np.isfinite(t)) or np.any(t < 0) or t[0] + t[1] > t[2] * (1 + 1e-9):
+            raise ValueError("profile: bad times")
+    rows = np.array([[p["rounds"], p["drafted"], p["propose_seconds"], p["verify_seconds"], p["total_seconds"]]
+                     for p in profile.values()], dtype=float)
+    if rows[:, 1].sum() == 0:
+        raise ValueError("profile: nothing drafted")
+    c = rows[:, 2].sum() / rows[:, 1].sum() / token_seconds
+    o = (rows[:, 4] - rows[:, 2] - rows[:, 3]).sum() / rows[:, 0].sum() / token_seconds
+    return {"c": float(c), "o": float(o), "v": {int(k): float(p["verify_seconds"] / p["rounds"] / token_seconds) for k, p in profile.items()}}
+'''),
     Case("05", "ngram_propose", "a plain loop from the end and a different error message", '''
 def ngram_propose(tokens, n, k):
     """Tokens that followed the most recent earlier occurrence of the last n tokens (at most k)."""

@@ -1,0 +1,148 @@
+"""Timing a decoder's rounds against the plain baseline, the measurements behind the speedup model's terms.
+
+Used by notebooks 05 (section 3) and 09 (section 2). The model a round is priced by:
+
+    speedup(k) = E(α, k) ÷ (k·c + v(k) + o)       every term in units of one plain decoding token
+
+- a plain token costs ``token_seconds``: the baseline's whole loop per token (its forward, argmax, bookkeeping);
+- c: the proposer's full cost per drafted token (its forward, its softmax or argmax, its bookkeeping);
+- v(k): the target's forward over k + 1 tokens;
+- o: what a round costs besides (the accept step, the cache rollback, the loop's own Python).
+
+``timed_decode`` runs the notebook's loop with the proposer's calls and the target's forwards timed; ``measure_rounds``
+collects, per k, a round profile {rounds, drafted, propose_seconds, verify_seconds, total_seconds}, from which the
+learner computes c, v(k) and o (notebook 05, Part B, ``round_terms``). Nothing here is graded.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from .decoding import _check_ids, new_cache
+
+PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds")
+
+
+class TimedProposer:
+    """A proposer whose propose() calls are timed (``seconds``); start() and advance() pass through."""
+
+    def __init__(self, proposer):
+        self.proposer, self.seconds = proposer, 0.0
+        self.needs_hidden = getattr(proposer, "needs_hidden", False)
+
+    def start(self, tokens, hidden=None):
+        return self.proposer.start(tokens, hidden)
+
+    def propose(self, tokens, k, temperature, generator=None):
+        t0 = time.perf_counter()
+        out = self.proposer.propose(tokens, k, temperature, generator)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+    def advance(self, tokens, hidden=None):
+        return self.proposer.advance(tokens, hidden)
+
+
+class _ForwardTimes:
+    """Seconds of every forward call of a module, in order (forward hooks)."""
+
+    def __init__(self, module):
+        self.module, self.seconds, self._t0, self._handles = module, [], None, []
+
+    def __enter__(self):
+        def pre(*_):
+            self._t0 = time.perf_counter()
+
+        def post(*_):
+            self.seconds.append(time.perf_counter() - self._t0)
+
+        self._handles = [self.module.register_forward_pre_hook(pre), self.module.register_forward_hook(post)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        return False
+
+
+def timed_decode(loop, target, proposer, input_ids, max_new_tokens, k):
+    """``loop(target, proposer, input_ids, max_new_tokens, k=k)`` (the notebook's speculative_decode) with its parts
+    timed. Returns (tokens, stats): the loop's stats plus "propose_seconds" (the proposer's propose calls) and
+    "verify_seconds" (the target's forwards after the prefill), both inside the loop's "seconds"."""
+    timed = TimedProposer(proposer)
+    with _ForwardTimes(target) as forwards:
+        tokens, stats = loop(target, timed, input_ids, max_new_tokens, k=k)
+    prefill = 1 if input_ids.shape[1] > 1 else 0                 # the loop's first target forward: the prompt
+    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(forwards.seconds[prefill:]))
+
+
+@torch.no_grad()
+def plain_decode(model, input_ids, max_new_tokens):
+    """The fastest plain greedy decoding in the course: KV cache, argmax, one preallocated token buffer.
+
+    Returns (tokens (1, T + max_new_tokens), seconds): `seconds` is the time of the max_new_tokens one-token
+    forwards (and their argmax) after a prefill of the first T - 1 prompt tokens, the same span the speculative
+    loop's ``stats["seconds"]`` covers (its first verify forward carries the last prompt token)."""
+    _check_ids(input_ids, max_new_tokens)
+    T = input_ids.shape[1]
+    buf = torch.empty(1, T + max_new_tokens, dtype=torch.long)
+    buf[:, :T] = input_ids
+    cache = new_cache(model)
+    if T > 1:
+        model(input_ids[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)
+    t0 = time.perf_counter()
+    for i in range(max_new_tokens):
+        logits = model(buf[:, T - 1 + i:T + i], cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+        buf[0, T + i] = logits.argmax()
+    return buf, time.perf_counter() - t0
+
+
+def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
+    """Decode-only timings of speculative rounds and plain tokens on `prompts`, interleaved, medians of `repeats`.
+
+    decode(prompt, k) -> (tokens, stats) with stats["seconds"] and stats["rounds"] (the notebook's loop);
+    plain(prompt) -> (tokens, seconds) (``plain_decode``). One repeat runs plain decoding and every k over all
+    prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
+    "verify_seconds" (``timed_decode``), "profile" holds {k: {rounds, drafted, propose_seconds, verify_seconds,
+    total_seconds}} summed over the prompts, from the repeat whose total is the median. Returns {"token_seconds":
+    median seconds per plain token,
+    "round_seconds": {k: median seconds per round}, "rounds": {k: rounds per repeat}, "spread": {name: (min,
+    median, max) of the repeats' seconds}, "plain_seconds": median plain decode seconds over all prompts,
+    "decode_seconds": {k: median speculative decode seconds over all prompts}, "per_round": {k: [(drafted,
+    accepted) per round]} of the last repeat}."""
+    ks = list(ks)
+    if not prompts:
+        raise ValueError("prompts is empty")
+    if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be ints >= 1, got {ks!r}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    plain_s, spec_s, rounds, per_round, parts = [], {k: [] for k in ks}, {}, {}, {k: [] for k in ks}
+    for _ in range(repeats):
+        plain_s.append(sum(plain(pr)[1] for pr in prompts))
+        for k in ks:
+            seconds, n_rounds, counts, part = 0.0, 0, [], dict.fromkeys(PROFILE_KEYS, 0)
+            for pr in prompts:
+                _, stats = decode(pr, k)
+                seconds += stats["seconds"]
+                n_rounds += stats["rounds"]
+                counts += stats["per_round"]
+                part["rounds"] += stats["rounds"]
+                part["drafted"] += stats["drafted"]
+                part["propose_seconds"] += stats.get("propose_seconds", 0.0)
+                part["verify_seconds"] += stats.get("verify_seconds", 0.0)
+                part["total_seconds"] += stats["seconds"]
+            spec_s[k].append(seconds)
+            parts[k].append(part)
+            rounds[k], per_round[k] = n_rounds, counts
+    med = statistics.median
+    n_tokens = max_new_tokens * len(prompts)
+    spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
+    spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
+    profile = {k: sorted(p, key=lambda q: q["total_seconds"])[len(p) // 2] for k, p in parts.items()}
+    return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
+            "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
+            "rounds": rounds, "per_round": per_round, "spread": spread, "plain_seconds": med(plain_s),
+            "decode_seconds": {k: med(s) for k, s in spec_s.items()}}

@@ -1,0 +1,205 @@
+"""specdec.lean (the lean forward of notebook 09), specdec.rounds (plain decoding and round timings) and
+specdec.profiling (a round's time by term): the same tokens as transformers, caches that roll back like
+DynamicCache, and attributions that add up."""
+import copy
+import random
+
+import pytest
+import torch
+
+from specdec import kernels
+from specdec.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
+from specdec.lean import LeanCache, LeanLlama
+from specdec.models import heldout_texts, padded_target
+from specdec.profiling import TERMS, attribute, profile_rounds
+from specdec.rounds import measure_rounds, plain_decode, timed_decode
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _prompts(tokenizer, n=2, tokens=24):
+    return [p for d in ("code", "prose", "json") for p in heldout_prompts(tokenizer, heldout_texts(d), n, prompt_tokens=tokens, seed=4)]
+
+
+@pytest.mark.parametrize("which", ["target", "draft"])
+def test_lean_logits_and_greedy_tokens_equal_transformers_on_the_shipped_pair(pair, which):
+    target, draft, tokenizer = pair
+    model = target if which == "target" else draft
+    lean = LeanLlama(model)
+    for prompt in _prompts(tokenizer):
+        with torch.no_grad():
+            want = model(prompt).logits[0]
+            got = lean(prompt).logits[0]
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (which, (got - want).abs().max())
+        assert greedy_generate(lean, prompt, 20).tolist() == greedy_generate(model, prompt, 20).tolist()
+
+
+@pytest.mark.parametrize("path", kernels.path_names())
+def test_lean_decodes_every_kernel_path_as_transformers_does(pair, path):
+    """bf16 (its norms in fp32 as transformers does), fp32 and the int8 modules, which the lean forward calls as they
+    are: greedy tokens equal transformers' on the same converted, padded weights."""
+    target, _, tokenizer = pair
+    big = kernels.convert(padded_target(target, 1024), path, inplace=True)
+    lean = LeanLlama(big)
+    assert (lean.layers[0].qkv is None) == path.startswith("int8")
+    for prompt in _prompts(tokenizer, n=1):
+        assert plain_decode(lean, prompt, 16)[0].tolist() == plain_decode(big, prompt, 16)[0].tolist(), path
+
+
+def test_lean_cache_rolls_back_like_dynamic_cache_and_positions_follow(pair):
+    """After a verify of 5 tokens, cropping 3 and feeding 2 new ones gives the logits of feeding the kept
+    sequence from scratch (the crop only sets the length; the next step overwrites what lay beyond)."""
+    target, _, tokenizer = pair
+    lean = LeanLlama(target)
+    prompt = _prompts(tokenizer, n=1)[0]
+    cache = new_cache(lean)
+    assert isinstance(cache, LeanCache) and cache.get_seq_length() == 0
+    lean(prompt, cache=cache)
+    extra = torch.tensor([[5, 6, 7, 8, 9]])
+    lean(extra, cache=cache)
+    assert cache.get_seq_length() == prompt.shape[1] + 5
+    cache.crop(-3)
+    assert cache.get_seq_length() == prompt.shape[1] + 2
+    last = lean(torch.tensor([[11, 12]]), cache=cache).logits[0]
+    whole = torch.cat([prompt, torch.tensor([[5, 6, 11, 12]])], dim=1)
+    with torch.no_grad():
+        want = target(whole).logits[0, -2:]
+    assert torch.allclose(last, want, atol=1e-5, rtol=1e-5)
+    cache.crop(4)
+    assert cache.get_seq_length() == 4
+    with pytest.raises(ValueError, match="max_length"):
+        cache.crop(-10)
+
+
+def test_lean_refuses_what_it_cannot_run(pair):
+    target, _, _ = pair
+    lean = LeanLlama(target, max_len=8)
+    with pytest.raises(ValueError, match="input_ids"):
+        lean(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="cache"):
+        lean(torch.zeros(1, 2, dtype=torch.long), cache=object())
+    gpt = copy.deepcopy(target)
+    gpt.config.model_type = "gpt2"
+    with pytest.raises(ValueError, match="model"):
+        LeanLlama(gpt)
+
+
+def test_the_lean_model_is_a_module_whose_forwards_hooks_see(pair):
+    target, _, tokenizer = pair
+    lean = LeanLlama(target)
+    with ForwardCounter(lean) as calls:
+        plain_decode(lean, _prompts(tokenizer, n=1)[0], 5)
+    assert calls.calls == 6 and calls.tokens == 23 + 5           # a prefill of T - 1 tokens, then one per token
+    step = forward_step(lean, 3, context=16)
+    step()
+    step()                                                        # the cache is cropped back between calls
+
+
+def test_timed_decode_times_propose_and_the_forwards_after_the_prefill(pair):
+    """The parts timed by timed_decode lie inside the loop's own seconds, and the prefill forward is not counted."""
+    import nbformat
+
+    from nbhelpers import solution_path
+    import specdec.decoding as dec
+
+    ns = {name: getattr(dec, name) for name in ("feed", "new_cache", "probs_from_logits", "sample")}
+    ns.update(torch=torch, F=torch.nn.functional, time=__import__("time"), verify=None)
+    nb = nbformat.read(str(solution_path("05_acceptance_in_practice")), as_version=4)
+    exec(next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "given_decoding_loop"), ns)
+    target, draft, tokenizer = pair
+    prompt = _prompts(tokenizer, n=1)[0]
+    tokens, stats = timed_decode(ns["speculative_decode"], target, ns["DraftModelProposer"](draft), prompt, 12, 3)
+    assert tokens.tolist() == greedy_generate(target, prompt, 12).tolist()
+    assert 0 < stats["propose_seconds"] and 0 < stats["verify_seconds"]
+    assert stats["propose_seconds"] + stats["verify_seconds"] <= stats["seconds"]
+    assert not target._forward_hooks and not target._forward_pre_hooks
+
+
+def test_plain_decode_is_greedy_decoding_and_times_the_decoding_only(pair):
+    target, _, tokenizer = pair
+    for prompt in _prompts(tokenizer, n=1):
+        tokens, seconds = plain_decode(target, prompt, 12)
+        assert tokens.tolist() == greedy_generate(target, prompt, 12).tolist()
+        assert seconds > 0
+    one = torch.tensor([[3]])
+    assert plain_decode(target, one, 4)[0].tolist() == greedy_generate(target, one, 4).tolist()
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        plain_decode(target, one, 0)
+
+
+def test_measure_rounds_interleaves_and_takes_medians():
+    """A fake decoder whose seconds are known: the medians, per-round times, spread and counts come out of it."""
+    order = []
+
+    def decode(prompt, k):
+        order.append(("spec", k))
+        return None, {"seconds": 0.01 * k, "rounds": 5, "drafted": 5 * k, "per_round": [(k, 1)] * 5}
+
+    def plain(prompt):
+        order.append(("plain", None))
+        return None, 0.02
+
+    got = measure_rounds(decode, plain, ["a", "b"], [1, 4], max_new_tokens=10, repeats=3)
+    assert order[:5] == [("plain", None), ("plain", None), ("spec", 1), ("spec", 1), ("spec", 4)]
+    assert got["token_seconds"] == pytest.approx(0.04 / 20)
+    assert got["round_seconds"][4] == pytest.approx(0.08 / 10, rel=1e-6)
+    assert got["rounds"] == {1: 10, 4: 10} and got["per_round"][4] == [(4, 1)] * 10
+    assert got["spread"]["plain"] == pytest.approx((0.04, 0.04, 0.04))
+    assert got["profile"][4] == {"rounds": 10, "drafted": 40, "propose_seconds": 0.0, "verify_seconds": 0.0,
+                                 "total_seconds": pytest.approx(0.08)}
+    with pytest.raises(ValueError, match="ks"):
+        measure_rounds(decode, plain, ["a"], [0], 10)
+    with pytest.raises(ValueError, match="prompts"):
+        measure_rounds(decode, plain, [], [1], 10)
+
+
+class _Event:
+    def __init__(self, name, start, end, parent=None):
+        self.name, self.cpu_parent = name, parent
+        self.time_range = type("R", (), {"start": start, "end": end})()
+
+
+def test_attribute_sums_top_level_operators_by_term_inside_the_window():
+    """Times in microseconds; the window is the last `seconds` ending with the last operator."""
+    inner = _Event("aten::mm", 110, 150)
+    events = [_Event("target forward", 0, 90),                     # before the window: the prefill
+              _Event("target forward", 100, 200), inner,
+              _Event("draft forward", 210, 260),
+              _Event("aten::softmax", 260, 270), _Event("aten::argmax", 270, 275),
+              _Event("aten::cat", 280, 290), _Event("aten::slice", 290, 292)]
+    inner.cpu_parent = events[1]
+    got = attribute(events, 200e-6)                                # the window is [92, 292] us
+    assert set(got) == set(TERMS)
+    assert got["target forward"] == pytest.approx(100e-6)
+    assert got["draft forwards"] == pytest.approx(50e-6)
+    assert got["softmax / sampling"] == pytest.approx(15e-6)
+    assert got["cache / tokens"] == pytest.approx(12e-6)
+    assert got["rest"] == pytest.approx(200e-6 - 177e-6)
+    assert sum(got.values()) == pytest.approx(200e-6)
+    with pytest.raises(ValueError, match="seconds"):
+        attribute(events, 0)
+
+
+def test_profile_rounds_marks_both_models_and_adds_up_to_the_wall_clock():
+    random.seed(0)
+    target = tiny_llama(vocab_size=64, hidden_size=32, num_hidden_layers=2, seed=1)
+    draft = tiny_llama(vocab_size=64, hidden_size=16, num_hidden_layers=1, seed=2)
+    prompt = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(0))
+
+    def run():
+        import time
+        t_cache, d_cache = new_cache(target), new_cache(draft)
+        target(prompt, cache=t_cache, use_cache=True)                # a prefill outside the timed span
+        t0 = time.perf_counter()
+        for _ in range(3):                                         # three "rounds": two drafts, one verify
+            tokens = [draft(prompt[:, -1:], cache=d_cache, use_cache=True).logits[0, -1].argmax() for _ in range(2)]
+            target(torch.stack(tokens).view(1, -1), cache=t_cache, use_cache=True)
+            torch.cat([prompt, prompt], dim=1)
+        return 3, time.perf_counter() - t0
+
+    per_term, per_round, prof = profile_rounds(run, target, draft)
+    assert per_term["target forward"] > 0 and per_term["draft forwards"] > 0 and per_term["cache / tokens"] > 0
+    assert sum(per_term.values()) == pytest.approx(per_round, rel=1e-6)
+    assert not target._forward_hooks and not target._forward_pre_hooks and not draft._forward_hooks
+    with pytest.raises(ValueError, match="rounds"):
+        profile_rounds(lambda: 3, target)
