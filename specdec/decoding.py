@@ -146,15 +146,16 @@ def count_params(model) -> int:
 
 
 class ForwardCounter:
-    """Counts forward calls of a module, the tokens they processed and the seconds spent inside them.
+    """Counts forward calls of a module, the tokens they processed and the seconds spent inside them
+    (``each``: the seconds of every call, in order).
 
         with ForwardCounter(target) as calls:
             ...
-        calls.calls, calls.tokens, calls.seconds
+        calls.calls, calls.tokens, calls.seconds, calls.each
     """
 
     def __init__(self, module):
-        self.module, self.calls, self.tokens, self.seconds = module, 0, 0, 0.0
+        self.module, self.calls, self.tokens, self.seconds, self.each = module, 0, 0, 0.0, []
         self._handles, self._t0 = [], []
 
     def _pre(self, module, args, kwargs):
@@ -165,7 +166,8 @@ class ForwardCounter:
 
     def _post(self, module, args, kwargs, output):
         if self._t0:
-            self.seconds += time.perf_counter() - self._t0.pop()
+            self.each.append(time.perf_counter() - self._t0.pop())
+            self.seconds += self.each[-1]
 
     def __enter__(self):
         self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),

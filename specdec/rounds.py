@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from .decoding import _check_ids, new_cache
+from .decoding import ForwardCounter, _check_ids, new_cache
 
 PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds")
 
@@ -45,37 +45,15 @@ class TimedProposer:
         return self.proposer.advance(tokens, hidden)
 
 
-class _ForwardTimes:
-    """Seconds of every forward call of a module, in order (forward hooks)."""
-
-    def __init__(self, module):
-        self.module, self.seconds, self._t0, self._handles = module, [], None, []
-
-    def __enter__(self):
-        def pre(*_):
-            self._t0 = time.perf_counter()
-
-        def post(*_):
-            self.seconds.append(time.perf_counter() - self._t0)
-
-        self._handles = [self.module.register_forward_pre_hook(pre), self.module.register_forward_hook(post)]
-        return self
-
-    def __exit__(self, *exc):
-        for h in self._handles:
-            h.remove()
-        return False
-
-
 def timed_decode(loop, target, proposer, input_ids, max_new_tokens, k):
     """``loop(target, proposer, input_ids, max_new_tokens, k=k)`` (the notebook's speculative_decode) with its parts
     timed. Returns (tokens, stats): the loop's stats plus "propose_seconds" (the proposer's propose calls) and
     "verify_seconds" (the target's forwards after the prefill), both inside the loop's "seconds"."""
     timed = TimedProposer(proposer)
-    with _ForwardTimes(target) as forwards:
+    with ForwardCounter(target) as forwards:
         tokens, stats = loop(target, timed, input_ids, max_new_tokens, k=k)
     prefill = 1 if input_ids.shape[1] > 1 else 0                 # the loop's first target forward: the prompt
-    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(forwards.seconds[prefill:]))
+    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(forwards.each[prefill:]))
 
 
 @torch.no_grad()
@@ -119,15 +97,14 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
         raise ValueError(f"ks must be ints >= 1, got {ks!r}")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    plain_s, spec_s, rounds, per_round, parts = [], {k: [] for k in ks}, {}, {}, {k: [] for k in ks}
+    plain_s, spec_s, per_round, parts = [], {k: [] for k in ks}, {}, {k: [] for k in ks}
     for _ in range(repeats):
         plain_s.append(sum(plain(pr)[1] for pr in prompts))
         for k in ks:
-            seconds, n_rounds, counts, part = 0.0, 0, [], dict.fromkeys(PROFILE_KEYS, 0)
+            seconds, counts, part = 0.0, [], dict.fromkeys(PROFILE_KEYS, 0)
             for pr in prompts:
                 _, stats = decode(pr, k)
                 seconds += stats["seconds"]
-                n_rounds += stats["rounds"]
                 counts += stats["per_round"]
                 part["rounds"] += stats["rounds"]
                 part["drafted"] += stats["drafted"]
@@ -136,12 +113,13 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
                 part["total_seconds"] += stats["seconds"]
             spec_s[k].append(seconds)
             parts[k].append(part)
-            rounds[k], per_round[k] = n_rounds, counts
+            per_round[k] = counts
     med = statistics.median
     n_tokens = max_new_tokens * len(prompts)
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
     profile = {k: sorted(p, key=lambda q: q["total_seconds"])[len(p) // 2] for k, p in parts.items()}
+    rounds = {k: p["rounds"] for k, p in profile.items()}          # greedy: the same in every repeat
     return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
             "rounds": rounds, "per_round": per_round, "spread": spread, "plain_seconds": med(plain_s),
