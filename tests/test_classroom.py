@@ -188,6 +188,30 @@ def test_the_lockout_counts_attempts_in_flight_and_lifts_after_its_time():
     asyncio.run(run())
 
 
+
+@pytest.mark.parametrize("auth", ["pam", "shared"])
+def test_the_hub_configuration_takes_the_authenticator_and_the_lockout_from_the_state(tmp_path, monkeypatch, auth):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from classroom import REPO
+    from classroom.auth import LockoutPAMAuthenticator, LockoutSharedPasswordAuthenticator
+
+    state = {"hub_dir": str(tmp_path), "course": COURSE_ID, "instructor": "root", "students": ["nobody"],
+             "python": "/usr/bin/python3", "port": 1, "hub_port": 2, "proxy_command": ["chp"], "proxy_api_port": 3,
+             "proxy_token": "t", "service_port": 4, "admin_token": "a", "course_dir": str(tmp_path), "auth": auth,
+             "lockout": {"failed_logins_allowed": 7, "lockout_seconds": 60}}
+    if auth == "shared":
+        state["password"] = "a-shared-password"
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    monkeypatch.setenv("CLASSROOM_STATE", str(tmp_path / "state.json"))
+    config = PyFileConfigLoader("jupyterhub_config.py", str(REPO / "classroom")).load_config()
+    want = LockoutPAMAuthenticator if auth == "pam" else LockoutSharedPasswordAuthenticator
+    assert config.JupyterHub.authenticator_class is want
+    assert config.LoginLockout.failed_logins_allowed == 7 and config.LoginLockout.lockout_seconds == 60
+    assert config.Authenticator.allowed_users == {"root", "nobody"}
+    assert ("user_password" in config.SharedPasswordAuthenticator) == (auth == "shared")
+
+
 # ------------------------------------------------------------------------------------------- helpers
 def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None, input=None):
     """Run Python code (or `args`) as `user` with the classroom's python."""
