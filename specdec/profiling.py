@@ -18,7 +18,13 @@ unprofiled run's; the notebook reads the split from here and feeds its model fro
 """
 from __future__ import annotations
 
+import os
+
 from torch.profiler import ProfilerActivity, profile, record_function
+
+# kineto (the profiler's backend) writes "USDT: profiler_start / profiler_stop" to stderr on every profile, into
+# the notebook's output; level 6 keeps it quiet. It reads the variable when the first profile starts.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 TERMS = ("target forward", "draft forwards", "softmax / sampling", "cache / tokens", "rest")
 

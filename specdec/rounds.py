@@ -9,14 +9,20 @@ Used by notebooks 05 (section 3) and 09 (section 2). The model a round is priced
 - v(k): the target's forward over k + 1 tokens;
 - o: what a round costs besides (the accept step, the cache rollback, the loop's own Python).
 
+A generation of n tokens is not all steady rounds: the loop never drafts past what is still needed, so its last
+rounds draft fewer than k tokens and the generation takes more rounds than n ÷ E(α, k). ``generation_speedup``
+prices every round of such a generation under the same model (notebook 09's race compares with it).
+
 ``timed_decode`` runs the notebook's loop with the proposer's calls and the target's forwards timed; ``measure_rounds``
 collects, per k, a round profile {rounds, drafted, propose_seconds, verify_seconds, total_seconds}, from which the
 learner computes c, v(k) and o (notebook 05, Part B, ``round_terms``). Nothing here is graded.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
+from functools import lru_cache
 
 import torch
 
@@ -124,3 +130,45 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
             "rounds": rounds, "per_round": per_round, "spread": spread, "plain_seconds": med(plain_s),
             "decode_seconds": {k: med(s) for k, s in spec_s.items()}}
+
+
+def generation_speedup(alpha, k, terms, n):
+    """Predicted speedup of one generation of `n` new tokens at draft length `k`, greedy or sampled, each draft
+    accepted with probability `alpha` independently: the model above applied round by round, where a round with m
+    tokens still to go drafts k' = min(k, m) (the notebook loop's rule), costs k'·c + v(k') + o plain tokens and
+    emits j + 1 tokens with probability α^j (1 − α) for j < k' (k' + 1 with α^k'). v(k') between the draft lengths
+    measured is interpolated linearly. terms = {"c": float, "v": {k: float}, "o": float} (notebook 05's
+    ``round_terms``). As n grows this tends to E(α, k) ÷ (k·c + v(k) + o); at n = 1 it is 1 ÷ (c + v(1) + o)."""
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 <= alpha <= 1:
+        raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
+    for name, value in (("k", k), ("n", n)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if not isinstance(terms, dict) or not {"c", "v", "o"} <= set(terms) or not isinstance(terms["v"], dict) or not terms["v"]:
+        raise ValueError(f"terms must be {{'c': float, 'v': {{k: float}}, 'o': float}}, got {terms!r}")
+    measured = sorted(terms["v"])
+    if k > measured[-1]:
+        raise ValueError(f"terms['v'] is measured up to k = {measured[-1]}, not k = {k}")
+    c, o = float(terms["c"]), float(terms["o"])
+
+    def v(m):                                  # linear between the measured draft lengths, flat below the first
+        if m <= measured[0]:
+            return float(terms["v"][measured[0]])
+        hi = next(x for x in measured if x >= m)
+        lo = max(x for x in measured if x < hi)
+        return terms["v"][lo] + (terms["v"][hi] - terms["v"][lo]) * (m - lo) / (hi - lo)
+
+    @lru_cache(maxsize=None)
+    def cost(m):                               # expected plain tokens of time to emit the m tokens still to go
+        if m <= 0:
+            return 0.0
+        kr = min(k, m)
+        chances = [alpha ** j * (1 - alpha) for j in range(kr)] + [alpha ** kr]
+        return kr * c + v(kr) + o + sum(p * cost(m - j - 1) for j, p in enumerate(chances))
+
+    for m in range(1, n):                      # bottom up: no recursion deeper than k
+        cost(m)
+    total = cost(n)
+    if not math.isfinite(total) or total <= 0:
+        raise ValueError(f"terms give a round no positive cost: {terms!r}")
+    return n / total

@@ -203,3 +203,59 @@ def test_profile_rounds_marks_both_models_and_adds_up_to_the_wall_clock():
     assert not target._forward_hooks and not target._forward_pre_hooks and not draft._forward_hooks
     with pytest.raises(ValueError, match="rounds"):
         profile_rounds(lambda: 3, target)
+
+
+def test_profiling_writes_nothing_to_stderr_in_a_fresh_process():
+    # kineto prints "USDT ... profiler_start" on every profile unless KINETO_LOG_LEVEL quiets it at its first use;
+    # in the notebook those lines land in the cell's output
+    import os
+    import subprocess
+    import sys
+    code = ("import torch\nfrom specdec.profiling import profile_rounds\n"
+            "m = torch.nn.Linear(4, 4)\n"
+            "def run():\n    m(torch.ones(1, 4))\n    return 1, 1e-3\n"
+            "profile_rounds(run, m)\nprofile_rounds(run, m)\nprint('done')\n")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done"
+    assert out.stderr == "", out.stderr
+
+
+TERMS_EXAMPLE = {"c": 0.08, "v": {1: 1.05, 2: 1.15, 4: 1.3, 8: 1.5}, "o": 0.02}
+
+
+def _steady(alpha, k, t):
+    return sum(alpha ** j for j in range(k + 1)) / (k * t["c"] + t["v"][k] + t["o"])
+
+
+@pytest.mark.parametrize("alpha, k", [(0.5, 2), (0.9, 8), (0.7, 4), (0.0, 4), (1.0, 8)])
+def test_generation_speedup_follows_a_simulation_of_the_loops_rounds(alpha, k):
+    from specdec.rounds import generation_speedup
+    n, t, rng = 20, TERMS_EXAMPLE, random.Random(7)
+    v = lambda m: {1: 1.05, 2: 1.15, 3: 1.225, 4: 1.3, 5: 1.35, 6: 1.4, 7: 1.45, 8: 1.5}[m]
+    sims = []
+    for _ in range(20000):                       # the loop's rule: never draft past what is still needed
+        made, cost = 0, 0.0
+        while made < n:
+            kr = min(k, n - made)
+            j = 0
+            while j < kr and rng.random() < alpha:
+                j += 1
+            cost += kr * t["c"] + v(kr) + t["o"]
+            made += j + 1
+        sims.append(cost)
+    assert generation_speedup(alpha, k, t, n) == pytest.approx(n / (sum(sims) / len(sims)), rel=0.01)
+
+
+def test_generation_speedup_limits_and_bad_input():
+    from specdec.rounds import generation_speedup
+    t = TERMS_EXAMPLE
+    assert generation_speedup(0.8, 4, t, 1) == pytest.approx(1 / (t["c"] + t["v"][1] + t["o"]))
+    for alpha, k in [(0.6, 2), (0.9, 8)]:
+        assert generation_speedup(alpha, k, t, 5000) == pytest.approx(_steady(alpha, k, t), rel=0.005)
+        assert generation_speedup(alpha, k, t, 20) < _steady(alpha, k, t)     # the short last rounds cost
+    for bad, match in [((1.2, 4, t, 20), "alpha"), ((0.5, 0, t, 20), "k"), ((0.5, 4, t, 0), "n"),
+                       ((0.5, 16, t, 20), "k = 16"), ((0.5, 4, {"c": 0.1}, 20), "terms"), ((0.5, 4.0, t, 20), "k")]:
+        with pytest.raises(ValueError, match=match):
+            generation_speedup(*bad)
