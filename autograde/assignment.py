@@ -16,6 +16,11 @@ HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
 RULE_PREFIX = "rule: "           # a hidden assertion's message names the rule it checks: "rule: <label>"
 PART_HEADER = re.compile(r"^#{1,6}\s*(Part\s+[A-Za-z0-9]+)\b[^:]*:?\s*(.*)$", re.MULTILINE)
 
+def points_text(points):
+    """'1 point', '2 points', '0.5 points': a score's unit, in English."""
+    return f"{points:g} point" + ("" if float(points) == 1 else "s")
+
+
 
 def nbgrader_meta(cell):
     return cell.get("metadata", {}).get("nbgrader", {}) or {}

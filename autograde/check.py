@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from autograde import REPO, assignments, cache_dir, grading_sources, pipeline, sandbox, scan
-from autograde.assignment import identify, load_assignment, source_notebook
+from autograde.assignment import identify, load_assignment, points_text, source_notebook
 from autograde.course import Course
 from autograde.explain import explain
 from autograde.notebook_io import read_json_notebook, released_notebook
@@ -92,7 +92,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         for part in assignment.parts:
             got = sum(scores.get(t.grade_id, 0.0) for t in part.tests)
             total += got
-            title = f"{part.label} ({part.points:g} points): {part.title}" if part.title else part.label
+            title = f"{part.label} ({points_text(part.points)}): {part.title}" if part.title else part.label
             print(f"{title} {'.' * max(3, 60 - len(title))} {got:g}/{part.points:g}", file=out)
             failed = [(t, results[t.grade_id]) for t in part.tests if not results[t.grade_id].passed]
             if not failed:
@@ -116,7 +116,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
                   f"instructor reviews it: while it ran, your code {what}; answers need none of this", file=out)
         wall = time.monotonic() - t0
         run_s = record.seconds
-        print(f"total: {total:g}/{assignment.points:g} points "
+        print(f"total: {total:g}/{points_text(assignment.points)} "
               f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)", file=out)
         return total, assignment.points
     finally:

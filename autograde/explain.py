@@ -8,6 +8,7 @@
 """
 from dataclasses import dataclass
 
+from autograde.assignment import points_text
 from autograde.outcomes import KINDS
 
 HIDDEN_INPUTS = "they call your code on inputs that are not shown: other models, hardware, random values, bad input"
@@ -26,7 +27,7 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None):
     part: the test's Part (its functions, label and worked example make the hint concrete); points: the
     test's score, shown in the summary when given; timeout_s: the cell time limit the hint names.
     Raises ValueError for a kind that autograde.outcomes.KINDS does not list."""
-    pts = f" ({points:g}/{test.points:g} points)" if points is not None else ""
+    pts = f" ({points:g}/{points_text(test.points)})" if points is not None else ""
     fns = ", ".join(f"{f}()" for f in (part.functions if part else [])) or "your code"
     label = part.label if part else "this part"
     example = f"\n          Worked example: {part.example}" if part and part.example else ""

@@ -9,7 +9,8 @@ import pytest
 
 from autograde import assignments
 from autograde.assignment import PART_HEADER, TestCell, load_assignment, nbgrader_meta, source_notebook
-from nbhelpers import parse_contract, words as _words
+from autograde import REPO
+from nbhelpers import CONTRACT, parse_contract, words as _words
 
 
 def notebook_parts(name):
@@ -99,3 +100,14 @@ def test_the_parser_reads_what_it_should():
                          '#### `v`\n')
     assert doc == {"99_x": {"Part A": {"points": 3.0, "entries": {"f": "a,b=2", "v": None},
                                        "rules": {"bad input: a": "raises"}}}}
+
+
+def test_one_point_is_one_point_wherever_points_are_written():
+    from autograde.assignment import points_text
+    assert [points_text(p) for p in (1, 1.0, 2, 0.5, 0)] == ["1 point", "1 point", "2 points", "0.5 points", "0 points"]
+    # the contract, every solution's headers and the check's code say "1 point", never "1 points"
+    texts = {"docs/contract.md": CONTRACT.read_text()}
+    texts.update({str(p): p.read_text() for p in (REPO / "solutions").glob("*/*.ipynb")})
+    texts.update({str(p): p.read_text() for p in (REPO / "autograde").glob("*.py")})
+    bad = [name for name, text in texts.items() if re.search(r"\b1 points\b", text)]
+    assert bad == [], f"'1 points' in {bad}"
