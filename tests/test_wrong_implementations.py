@@ -200,6 +200,9 @@ WRONG = [
     Case("03", "expected_tokens", "forgets the target's own token: alpha (1 - alpha^k) / (1 - alpha)",
          P("03", "expected_tokens", ("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return alpha * (1.0 - alpha ** k) / (1.0 - alpha)"))),
     Case("03", "expected_tokens", "alpha^k in place of alpha^(k+1)", P("03", "expected_tokens", ("alpha ** (k + 1)", "alpha ** k"))),
+    Case("03", "expected_tokens", "k = 4.0 accepted (a float that is a whole number: 03 says an int)",
+         P("03", "expected_tokens", ("if isinstance(k, bool) or not isinstance(k, numbers.Integral):",
+                                     "if isinstance(k, bool) or not (isinstance(k, numbers.Integral) or (isinstance(k, float) and k.is_integer())):"))),
     Case("03", "expected_tokens", "no special case at alpha = 1 (0 / 0)", P("03", "expected_tokens", ("if alpha == 1.0:", "if False:")), first="test_expected_tokens_edges"),
     Case("03", "expected_tokens", "k = 2.5 accepted (int(k) silently)", P("03", "expected_tokens", ("raise ValueError(f\"k must be an integer >= 1, got {k!r}\")", "pass")),
          first="test_expected_tokens_bad_input"),
@@ -418,7 +421,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
     Case("03", "expected_tokens", "numpy inside (the series with np.arange), a different error message", '''
 def expected_tokens(alpha, k):
     """(1 - alpha**(k+1)) / (1 - alpha) tokens per round, as the series 1 + alpha + ... + alpha**k."""
-    if isinstance(k, bool) or not float(k).is_integer() or k < 1:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"bad k={k!r}: the draft length is an integer of at least 1")
     if not (0.0 <= alpha <= 1.0):
         raise ValueError(f"bad alpha={alpha!r}: an acceptance rate lies in [0, 1]")
@@ -427,7 +430,7 @@ def expected_tokens(alpha, k):
     Case("03", "expected_tokens", "no float() conversion of the inputs: numpy scalars in, numpy scalars out (numpy inputs are not specified)", '''
 def expected_tokens(alpha, k):
     """(1 - alpha**(k+1)) / (1 - alpha); k + 1 at alpha = 1."""
-    if isinstance(k, bool) or k != int(k) or k < 1:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
     if not 0 <= alpha <= 1:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -562,6 +565,9 @@ WRONG += [
     Case("07", "break_even_batch", "the first batch that does not pay instead of the last that does",
          P("07", "break_even_batch", ("return int(batch), bool(batch == limit)",
                                       "return int(batch + 1), bool(batch == limit)"))),
+    Case("08", "check_claim", "a round above k + 1 plain steps left to break_even_alpha (which raises)",
+         P("08", "check_claim", ("alphas = tuple(break_even_alpha(k, ratio) if ratio <= k + 1 else None for ratio in ratios)",
+                                 "alphas = tuple(break_even_alpha(k, ratio) for ratio in ratios)"))),
     Case("08", "round_cost_ratio", "the draft runs once per round, not k times",
          P("08", "round_cost_ratio", ("return float((k * draft_s + step_seconds", "return float((draft_s + step_seconds"))),
     Case("08", "best_k_for_batch", "ties go to the largest k", P("08", "best_k_for_batch", ("if value > best_value:", "if value >= best_value and k > 0:"))),
