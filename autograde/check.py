@@ -98,7 +98,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             if not failed:
                 continue
             test, outcome = failed[0]
-            said = explain(test, outcome, part, timeout_s=timeout_s)
+            said = explain(test, outcome, part, timeout_s=timeout_s, parts=assignment.parts)
             print(f"  x {test.grade_id} ({test.what}){said.where}", file=out)
             print(f"    hint: {said.hint}", file=out)
         stop = record.stop

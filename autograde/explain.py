@@ -21,11 +21,24 @@ class Explanation:
     where: str = ""       # "" when there is nothing to add to the test's name
 
 
-def explain(test, outcome, part=None, *, points=None, timeout_s=None):
+def _called_elsewhere(test, part, parts):
+    """[(function, part label)] of other parts' functions that the test's source names (calls, or its docstring
+    says it runs), in the parts' order."""
+    import re
+    out = []
+    for other in parts:
+        if other is part:
+            continue
+        out += [(f, other.label) for f in other.functions if re.search(rf"\b{re.escape(f)}\b", test.source)]
+    return out
+
+
+def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
     """The Explanation of `outcome` (autograde.outcomes.Outcome) of `test` (autograde.assignment.TestCell).
 
     part: the test's Part (its functions, label and worked example make the hint concrete); points: the
-    test's score, shown in the summary when given; timeout_s: the cell time limit the hint names.
+    test's score, shown in the summary when given; timeout_s: the cell time limit the hint names; parts: every
+    Part of the assignment (a part without code of its own names the earlier parts its test calls).
     Raises ValueError for a kind that autograde.outcomes.KINDS does not list."""
     pts = f" ({points:g}/{points_text(test.points)})" if points is not None else ""
     fns = ", ".join(f"{f}()" for f in (part.functions if part else [])) or "your code"
@@ -74,13 +87,22 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None):
     elif outcome.ename == "GraderIntegrityError":
         hint = outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
     elif outcome.ename == "NotImplementedError":
-        hint = f"write {fns} in the solution cell of {label}: it still raises NotImplementedError.{example}"
+        elsewhere = _called_elsewhere(test, part, parts) if part else []
+        if part and not part.functions and elsewhere:
+            named = ", ".join(f"{f}() ({where})" for f, where in elsewhere)
+            hint = (f"{label} has no code of its own to write: its test runs your {named}, and one of them "
+                    f"still raises NotImplementedError. Write those first.")
+        else:
+            hint = f"write {fns} in the solution cell of {label}: it still raises NotImplementedError.{example}"
     elif outcome.ename == "NameError":
         hint = (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
                 f"signatures as given, and make sure every cell above runs without an error.")
     elif outcome.region == "hidden" and outcome.rule:
+        # the exception's type only: its message is the student's code's, and could carry the hidden inputs
+        raised = (f" On that input your code raised {outcome.ename} (where the rule wants an answer)."
+                  if outcome.ename not in ("AssertionError", "Exception") else "")
         hint = (f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "
-                f"{outcome.rule}. Read the part's text and docstring for that rule.")
+                f"{outcome.rule}.{raised} Read the part's text and docstring for that rule.")
     elif outcome.region == "hidden":
         hint = (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
                 f"work for every valid input (not only the worked example), return plain Python numbers, and "

@@ -154,3 +154,24 @@ def test_check_and_the_feedback_say_the_same_cases():
     assert said.hint.startswith("f() breaks a rule that Part A states")
     with pytest.raises(ValueError, match="no explanation"):
         explain(TEST, Outcome("test_f", "exploded"))
+
+
+def test_an_exception_in_a_hidden_rule_is_named_by_type_in_the_hint_and_never_by_its_message():
+    out = outcomes(_executed("ValueError", "bad x=12345", 6), ASSIGNMENT, RunRecord())["test_f"]
+    said = explain(TEST, out, ASSIGNMENT.parts[0])
+    assert "other inputs: f is the identity" in said.hint and "raised ValueError" in said.hint
+    assert "12345" not in said.hint and "12345" not in said.summary
+
+
+def test_a_part_without_code_of_its_own_names_the_parts_its_test_runs():
+    """09's Part C only checks that Parts A and B decode exactly: an unwritten Part A is not Part C's to write."""
+    source = '"""g decodes exactly."""\nassert g(f(1)) == 1\n'
+    test_c = TestCell("test_c", 2.0, source)
+    parts = [Part("Part A", "f", [TEST], ["f"]), Part("Part B", "g", [], ["g", "h"]), Part("Part C", "exact", [test_c], [])]
+    out = Outcome("test_c", "failed", ename="NotImplementedError", line=2, region="visible")
+    hint = explain(test_c, out, parts[2], parts=parts).hint
+    assert "Part C has no code of its own" in hint and "f() (Part A)" in hint and "g() (Part B)" in hint
+    assert "h()" not in hint and "solution cell of Part C" not in hint
+    # a part with code of its own still points at its own solution cell
+    assert "solution cell of Part A" in explain(TEST, Outcome("test_f", "failed", ename="NotImplementedError"),
+                                                  parts[0], parts=parts).hint

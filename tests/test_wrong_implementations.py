@@ -886,3 +886,23 @@ def test_each_step_model_error_of_07_breaks_its_own_hidden_rule(what):
     message = str(failed.value)
     assert message.startswith(RULE_PREFIX), f"{what}: fails without a rule label: {message[:120]}"
     assert message[len(RULE_PREFIX):].strip() == MODEL_ERRORS_07[what], f"{what}: fails {message!r}"
+
+
+def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
+    """A learner's 10 gate that checked memory without the draft was told "return a plain int": the error its
+    best_k_for_batch raised at a state that only fits without the draft came before the next labelled statement.
+    The failure must come in the hidden block and name the memory rule."""
+    import traceback
+    from autograde.assignment import TestCell
+    wrong = patched("10", "gate_k", ("if not fits_in_memory(target, draft, gpu, batch, context):",
+                                     "if not fits_in_memory(target, None, gpu, batch, context):"))
+    ns = namespace("10", {"gate_k": wrong})
+    source = dict(part_test_cells("10", "gate_k"))["test_gate_k"]
+    test = TestCell("test_gate_k", 1.0, source)
+    lines = source.splitlines()
+    with pytest.raises(Exception) as failed:
+        exec(compile(source, "10:test_gate_k", "exec"), dict(ns))
+    line = [f.lineno for f in traceback.extract_tb(failed.value.__traceback__) if f.filename == "10:test_gate_k"][-1]
+    assert line > test.visible_lines, f"fails the visible line {line}: {lines[line - 1].strip()}"
+    assert test.rule_at(line) == "0 when the state does not fit in memory with the draft", \
+        f"{type(failed.value).__name__} at line {line}: {lines[line - 1].strip()}"
