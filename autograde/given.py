@@ -12,6 +12,9 @@ right above it). `python -m autograde release` (`make release`) rewrites every s
 before nbgrader generates the learner notebooks (`write`); tests/test_given_cells.py fails when a committed
 solution is not what this step would write (`stale`), as transformers' `# Copied from` with check_copies.py.
 A name that is itself restated in the notebook it is taken from is refused: name the notebook that defines it.
+
+The same step folds every given cell (`jupyter.source_hidden` in its metadata): JupyterLab then shows only the
+cell's first line, the `# Given: restated from ...` summary, and expands the code on a click.
 """
 import ast
 
@@ -107,7 +110,7 @@ def _header(copied, own):
     for origin, name in copied:
         by_notebook.setdefault(origin[:2], []).append(name)
     said = _and([f"notebook {nb} ({', '.join(names)})" for nb, names in by_notebook.items()])
-    lines = [f"# Given: restated from {said}."]
+    lines = [f"# Given: restated from {said}. Folded: click to read the code."]
     if own:
         lines.append(f"# {_and(own)} {'is' if len(own) == 1 else 'are'} this notebook's own.")
     lines.append("# `make release` copies the restated code from those solutions: change it there, not here.")
@@ -162,8 +165,10 @@ def _regenerate(notebooks, names):
             continue
         for i, cell in given_cells(notebooks[name]):
             new = generate(name, cell, notebooks, i)
-            if new != cell.source:
+            folded = cell.metadata.get("jupyter", {}).get("source_hidden") is True
+            if new != cell.source or not folded:
                 cell.source = new
+                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True     # JupyterLab shows line 1 only
                 changed.append((name, _cell_id(cell, i)))
     return changed
 

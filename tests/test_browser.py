@@ -387,3 +387,30 @@ def test_nbgrader_assignment_list_shows_the_course_as_downloaded(lab, page):
         _small_png(REPO / shot, DOCS_SCREENSHOT.parent / "assignment-list.png")
     text = panel.inner_text()
     assert "does not exist" not in text, f"the Assignment List reports an exchange error: {text[:400]}; {shot}"
+
+
+def test_given_cells_show_their_summary_folded_and_expand_on_a_click(lab, page):
+    """A given cell (restated answers) is folded to its first line, the `# Given: restated from ...` summary;
+    a click on the placeholder shows the code. On the workspace's learner copy of 09 (two given cells)."""
+    from autograde.given import given_cells
+    name = "09_speculation_that_pays"
+    rel = f"{name}/{name}-given-check.ipynb"             # beside the workspace's own copy, which other tests run
+    shutil.copyfile(NOTEBOOKS / name / f"{name}.ipynb", lab.root / rel)
+    given = given_cells(read(lab.root / rel))
+    assert given, f"{name} has no given cell"
+    try:
+        lab_page.open_notebook(page, lab.url, rel, kernel=False)
+        for index, cell in given:
+            node = lab_page.cell_locator(page, index)
+            lab_page.scroll_to_cell(page, index)
+            placeholder = node.locator(".jp-InputPlaceholder")
+            assert placeholder.count() == 1 and placeholder.is_visible(), f"{name} cell {index} is not folded"
+            shown = placeholder.locator(".jp-PlaceholderText").inner_text().strip()
+            assert shown == cell.source.splitlines()[0], f"{name} cell {index}: the folded cell shows {shown!r}"
+            assert node.locator(".jp-InputArea .cm-content").count() == 0 or not node.locator(".jp-InputArea").is_visible()
+            placeholder.locator(".jp-Placeholder-content").click()
+            code = node.locator(".jp-InputArea .cm-content")
+            code.wait_for(state="visible", timeout=10_000)
+            assert "def " in code.inner_text(), f"{name} cell {index}: expanded, it shows no code; {_shot(page, 'given-expanded')}"
+    finally:
+        _close(page, lab)

@@ -220,3 +220,23 @@ def test_former_ids_name_no_current_cell(solutions):
         former = [old for c in nb.cells for old in c.metadata.get("former_ids", [])]
         assert len(former) == len(set(former)), (name, former)
         assert not set(former) & current, (name, set(former) & current)
+
+
+def test_every_given_cell_is_folded_to_its_one_line_summary_in_both_copies(solutions):
+    """JupyterLab shows a folded cell's first line: the summary of what it restates and from where."""
+    from autograde import NOTEBOOKS
+    for name in assignments():
+        learner = nbformat.read(str(NOTEBOOKS / name / f"{name}.ipynb"), as_version=4)
+        for nb, which in ((solutions[name], "solution"), (learner, "learner copy")):
+            for i, cell in given_cells(nb):
+                assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"{name} {which} cell {i} is not folded"
+                first = cell.source.splitlines()[0]
+                assert first.startswith("# Given: restated from notebook ") and first.endswith("click to read the code."), first
+
+
+def test_an_unfolded_given_cell_is_stale(solutions):
+    notebooks = copy.deepcopy(solutions)
+    name = next(n for n in assignments() if given_cells(notebooks[n]))
+    i, cell = given_cells(notebooks[name])[0]
+    del cell.metadata["jupyter"]
+    assert _regenerate(notebooks, {name}) and cell.metadata["jupyter"]["source_hidden"] is True
