@@ -47,6 +47,26 @@ def end(proc, grace=10.0):
     RUNNING.discard(proc)
 
 
+def engine_pids() -> list:
+    """Ids of every process in the groups of the engines now running (the engine and whatever it started): a
+    timing section counts their CPU time as its own (specdec.timing.Steadiness(pids=engine_pids))."""
+    groups = {proc.pid for proc in RUNNING if proc.poll() is None}
+    pids = []
+    if not groups:
+        return pids
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in groups:                   # the process group id
+            pids.append(int(entry))
+    return pids
+
+
 def log_tail(path, n=3000) -> str:
     """The last n characters of a child's log file ("" if there is none)."""
     try:

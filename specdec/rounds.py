@@ -27,6 +27,7 @@ from functools import lru_cache
 import torch
 
 from .decoding import ForwardCounter, _check_ids, new_cache
+from .timing import note_spread
 
 PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds")
 
@@ -83,12 +84,13 @@ def plain_decode(model, input_ids, max_new_tokens):
     return buf, time.perf_counter() - t0
 
 
-def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
+def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup=1):
     """Decode-only timings of speculative rounds and plain tokens on `prompts`, interleaved, medians of `repeats`.
 
     decode(prompt, k) -> (tokens, stats) with stats["seconds"] and stats["rounds"] (the notebook's loop);
-    plain(prompt) -> (tokens, seconds) (``plain_decode``). One repeat runs plain decoding and every k over all
-    prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
+    plain(prompt) -> (tokens, seconds) (``plain_decode``). First `warmup` untimed passes of plain decoding and
+    every k over the first prompt (a kernel's first call at a new shape packs weights and allocates). One repeat
+    runs plain decoding and every k over all prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
     "verify_seconds" (``timed_decode``), "profile" holds {k: {rounds, drafted, propose_seconds, verify_seconds,
     total_seconds}} summed over the prompts, from the repeat whose total is the median. Returns {"token_seconds":
     median seconds per plain token,
@@ -103,6 +105,12 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
         raise ValueError(f"ks must be ints >= 1, got {ks!r}")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    for _ in range(warmup):
+        plain(prompts[0])
+        for k in ks:
+            decode(prompts[0], k)
     plain_s, spec_s, per_round, parts = [], {k: [] for k in ks}, {}, {k: [] for k in ks}
     for _ in range(repeats):
         plain_s.append(sum(plain(pr)[1] for pr in prompts))
@@ -120,11 +128,15 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3):
             spec_s[k].append(seconds)
             parts[k].append(part)
             per_round[k] = counts
+    note_spread(plain_s)                       # to an open Steadiness block (specdec.timing)
+    for s in spec_s.values():
+        note_spread(s)
     med = statistics.median
     n_tokens = max_new_tokens * len(prompts)
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
-    profile = {k: sorted(p, key=lambda q: q["total_seconds"])[len(p) // 2] for k, p in parts.items()}
+    # one repeat's profile per k: the median one (of an even count, the faster of the two middle ones)
+    profile = {k: sorted(p, key=lambda q: q["total_seconds"])[(len(p) - 1) // 2] for k, p in parts.items()}
     rounds = {k: p["rounds"] for k, p in profile.items()}          # greedy: the same in every repeat
     return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},

@@ -76,10 +76,17 @@ class VllmWorker:
                          **extra})
 
     def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0):
-        """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved."""
-        return self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
-                         "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
-                         "repeats": int(repeats)}, timeout)
+        """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved.
+        Each run's repeats are told to an open Steadiness block (specdec.timing.note_spread)."""
+        from .timing import note_spread
+        out = self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
+                        "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
+                        "repeats": int(repeats)}, timeout)
+        for runs in (out.values() if isinstance(out, dict) else ()):
+            for run in (runs.values() if isinstance(runs, dict) else ()):
+                if isinstance(run, dict) and isinstance(run.get("seconds"), list):
+                    note_spread(run["seconds"])
+        return out
 
     def drop(self, name):
         return self.ask({"op": "drop", "name": name})

@@ -96,3 +96,83 @@ def test_other_load_sees_a_busy_neighbour():
     if quiet.share is None:
         pytest.skip("no /proc/stat on this system")
     assert loaded.share > quiet.share and loaded.share >= 0.3, (quiet.share, loaded.share)
+
+
+def _burn(seconds):
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-c", f"import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass"])
+
+
+def test_a_timing_section_next_to_a_cpu_burner_prints_its_warning_line(capsys):
+    """A timing section (Steadiness around interleaved_medians, as the notebooks do) run while a CPU-burning
+    process shares the cores says so in one warning line; the same section alone reports its spread only."""
+    import time
+
+    from specdec.timing import WATCHED, Steadiness, interleaved_medians
+
+    work = {"a": lambda: sum(range(20000)), "b": lambda: time.sleep(0.002)}
+    with Steadiness("quiet section", threads=1) as quiet:
+        interleaved_medians(work, repeats=5, warmup=1)
+    if quiet.share is None:
+        pytest.skip("no /proc/stat on this system")
+    quiet.report()
+    said = capsys.readouterr().out
+    assert said.startswith("quiet section: 2 repeated timings, their median repeats") and "other programs" in said
+    burners = [_burn(4), _burn(4)]                 # both cores: whatever else the machine runs, this is busy
+    try:
+        time.sleep(0.3)
+        with Steadiness("busy section", threads=1) as busy:
+            interleaved_medians(work, repeats=5, warmup=1)
+            time.sleep(1.0)
+    finally:
+        for b in burners:
+            b.wait()
+    assert busy.busy and busy.report()
+    lines = capsys.readouterr().out.splitlines()
+    warnings = [line for line in lines if line.startswith("warning: the machine was busy during busy section")]
+    assert len(warnings) == 1, lines
+    assert WATCHED["busy section"]["busy"] is True and "other programs took" in WATCHED["busy section"]["reasons"]
+
+
+def test_a_spread_above_the_bound_is_a_busy_section_and_its_own_engine_is_not_another_program():
+    import os
+
+    from specdec.timing import Steadiness, note_spread
+
+    with Steadiness("one slow repeat", threads=1, spread_bound=0.15) as calm:
+        note_spread([1.0, 1.02, 1.6])              # one slow repeat is common on a quiet machine: reported, not busy
+        note_spread([2.0, 2.1, 2.2])
+    assert calm.worst_spread == pytest.approx(0.6) and not any("median repeat" in r for r in calm.reasons)
+    with Steadiness("spread", threads=1, spread_bound=0.15) as watch:
+        note_spread([1.0, 1.3, 1.4])
+        note_spread([2.0, 2.5, 2.6])
+    assert watch.typical_spread == pytest.approx(0.275) and any("median repeat took 1.27x" in r for r in watch.reasons)
+    note_spread([1.0, 5.0])                        # outside any block: nobody listens
+    assert len(watch.spreads) == 2
+    burner = _burn(2)
+    try:
+        with Steadiness("engine", threads=1, pids=lambda: [burner.pid]) as own:
+            import time
+            time.sleep(1.0)
+    finally:
+        burner.wait()
+    if own.share is None:
+        pytest.skip("no /proc/stat on this system")
+    assert own.share < 0.25, f"the section's own engine counted as another program: {own.share:.0%}"
+    with pytest.raises(ValueError, match="section"):
+        Steadiness("")
+
+
+def test_record_saves_every_timing_sections_steadiness(tmp_path):
+    import json
+
+    from specdec.insights import record
+    from specdec.timing import Steadiness, note_spread
+
+    with Steadiness("saved section", threads=1):
+        note_spread([1.0, 1.05])
+    path = record("99_x", {"a": 1.0}, folder=tmp_path)
+    doc = json.loads(path.read_text())
+    assert doc["steadiness"]["saved section"]["timings"] == 1
+    assert doc["steadiness"]["saved section"]["worst_spread"] == pytest.approx(0.05)

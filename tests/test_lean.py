@@ -140,7 +140,10 @@ def test_measure_rounds_interleaves_and_takes_medians():
         return None, 0.02
 
     got = measure_rounds(decode, plain, ["a", "b"], [1, 4], max_new_tokens=10, repeats=3)
-    assert order[:5] == [("plain", None), ("plain", None), ("spec", 1), ("spec", 1), ("spec", 4)]
+    # one untimed warm-up pass over the first prompt, then each repeat: plain over all prompts, then every k
+    assert order[:3] == [("plain", None), ("spec", 1), ("spec", 4)]
+    assert order[3:8] == [("plain", None), ("plain", None), ("spec", 1), ("spec", 1), ("spec", 4)]
+    assert len(order) == 3 + 3 * 6
     assert got["token_seconds"] == pytest.approx(0.04 / 20)
     assert got["round_seconds"][4] == pytest.approx(0.08 / 10, rel=1e-6)
     assert got["rounds"] == {1: 10, 4: 10} and got["per_round"][4] == [(4, 1)] * 10
@@ -149,8 +152,23 @@ def test_measure_rounds_interleaves_and_takes_medians():
                                  "total_seconds": pytest.approx(0.08)}
     with pytest.raises(ValueError, match="ks"):
         measure_rounds(decode, plain, ["a"], [0], 10)
+    with pytest.raises(ValueError, match="warmup"):
+        measure_rounds(decode, plain, ["a"], [1], 10, warmup=-1)
     with pytest.raises(ValueError, match="prompts"):
         measure_rounds(decode, plain, [], [1], 10)
+
+
+def test_measure_rounds_profiles_the_faster_middle_repeat_of_an_even_count():
+    """Two repeats: the profile is the faster one (the first call at a new shape is the slow one), not the slower."""
+    times = iter([0.05, 0.03])
+
+    def decode(prompt, k):
+        s = next(times)
+        return None, {"seconds": s, "rounds": 2, "drafted": 2, "per_round": [(1, 1)] * 2, "propose_seconds": s / 2,
+                      "verify_seconds": s / 4}
+
+    got = measure_rounds(decode, lambda pr: (None, 0.01), ["a"], [1], max_new_tokens=4, repeats=2, warmup=0)
+    assert got["profile"][1]["total_seconds"] == pytest.approx(0.03)
 
 
 class _Event:
