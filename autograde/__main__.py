@@ -28,6 +28,8 @@ def main(argv=None):
 
     rel = sub.add_parser("release", help="regenerate notebooks/ from solutions/ (all assignments by default)")
     rel.add_argument("assignments", nargs="*")
+    rel.add_argument("--force", action="store_true",
+                     help="release a notebook even while an assignment it restates answers of is still open (course.toml)")
 
     def limits(p, notebook_default):
         p.add_argument("--cell-timeout", type=int, default=None, metavar="S",
@@ -88,7 +90,7 @@ def main(argv=None):
     put_tools_on_path()
     if args.command == "release":
         try:
-            names = release(args.assignments)
+            names = release(args.assignments, force=args.force)
         except ValueError as exc:            # an unknown assignment, or bad input in course.toml
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -315,6 +315,32 @@ def choose(rule, attempts):
 
 
 # ------------------------------------------------------------------------------------------ nbgrader
+def early_releases(names, policy, notebooks=None, now=None):
+    """[(name, earlier, closes)] for each named assignment whose given cells restate answers of an `earlier`
+    assignment that still accepts submissions at `now` (its due date plus grace, `closes`, is still ahead):
+    releasing it would hand those answers out. notebooks: {name: solution notebook} (default: solutions/).
+    An earlier assignment without a due date closes never in this sense: it has no window to protect."""
+    from autograde.given import KEY, _solutions, given_cells
+    now = utc(now or datetime.now(timezone.utc))
+    notebooks = notebooks if notebooks is not None else _solutions()
+    found = []
+    for name in names:
+        earlier = sorted({entry.rpartition(":")[0] for _, cell in given_cells(notebooks[name])
+                          for entry in cell.metadata.get(KEY, []) if ":" in entry})
+        for origin in earlier:
+            rule = policy.rule(origin)
+            if rule.due is not None and utc(rule.due) + rule.grace > now:
+                found.append((name, origin, utc(rule.due) + rule.grace))
+    return found
+
+
+def describe_early(found, policy):
+    """The refusal, one line per notebook held back, naming what it restates and when that window closes."""
+    return "; ".join(f"{name} restates answers of {origin}, which accepts submissions until "
+                     f"{closes:%Y-%m-%d %H:%M} UTC (due date and grace in {policy.path.name})"
+                     for name, origin, closes in found)
+
+
 def write_duedates(db_url, course_id, policy, names):
     """Set each assignment's duedate in an nbgrader gradebook (naive UTC, as nbgrader keeps it); an
     assignment without a due date gets none. Returns {name: duedate or None}."""

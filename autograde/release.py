@@ -15,10 +15,18 @@ __all__ = ["release", "publish", "copy_notebook_folder", "tool_env", "RELEASE_IG
 RELEASE_IGNORE = (".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", INSIGHTS_FILE)
 
 
-def release(names=None, release_dir=None, db_url=None, given=True):
+class EarlyReleaseError(ValueError):
+    """A notebook whose given cells restate an earlier assignment's answers, released while that assignment still
+    accepts submissions (course.toml's due date and grace); the message names both and the time, and --force."""
+
+
+def release(names=None, release_dir=None, db_url=None, given=True, force=False, now=None):
     """Write the given cells of the solutions from their sources (autograde/given.py), then run
     `nbgrader generate_assignment` for each assignment and set its duedate in the gradebook from the
     course file (course.toml); returns the names released.
+
+    A notebook whose given cells restate answers of an assignment still open for submissions (course.toml) is
+    refused before anything is written (EarlyReleaseError), unless force.
 
     release_dir / db_url redirect the output (the sync test releases into a temporary folder, with
     given=False: a test never writes into solutions/).
@@ -27,8 +35,14 @@ def release(names=None, release_dir=None, db_url=None, given=True):
     unknown = sorted(set(names) - set(assignments()))
     if unknown:
         raise ValueError(f"unknown assignment(s) {unknown}; known: {assignments()}")
-    from autograde.deadlines import load_policy, write_duedates
+    from autograde.deadlines import describe_early, early_releases, load_policy, write_duedates
     policy = load_policy(known=assignments())          # bad input stops the release before it writes anything
+    early = early_releases(names, policy, now=now)
+    if early and not force:
+        raise EarlyReleaseError(f"not released: {describe_early(early, policy)}. Learners would get those answers "
+                                f"before the deadline; release it after that, or pass --force to release it anyway")
+    for name, origin, closes in early:
+        print(f"warning: releasing {name} while {origin} is open until {closes:%Y-%m-%d %H:%M} UTC (--force)")
     if given:
         for name, cell in write_given(names):
             print(f"wrote the given cell {cell} of solutions/{name} from its sources")

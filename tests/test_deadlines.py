@@ -429,3 +429,41 @@ def test_a_class_run_writes_lateness_and_penalties_into_the_csv_and_the_gradeboo
         assert (late.timestamp, late.late_submission_penalty) == (dt.datetime(2026, 11, 26, 17), 2.0)
         assert gb.find_submission(A, "grace").late_submission_penalty == 0
     assert (work / "submitted" / "late" / A / "timestamp.txt").read_text().startswith("2026-11-26 17:00:00")
+
+
+# ---------------------------------------------------------------------------------------- release order
+def test_a_notebook_that_restates_an_open_assignment_is_held_back_until_its_window_closes(tmp_path, monkeypatch):
+    """08's given cells restate 07's answers: while 07 accepts submissions (due date plus grace), 08 is not
+    released; after that it is. 03 open holds back every notebook that restates expected_tokens."""
+    from autograde.given import _solutions
+    notebooks = _solutions()
+    path = course_file(tmp_path, '[assignments.07_batch_crossover]\ndue = 2026-12-09T17:00:00+01:00\ngrace = "1h"\n')
+    policy = load_policy(path)
+    closes = dt.datetime(2026, 12, 9, 17, 0, tzinfo=UTC)          # 16:00 UTC + 1 h of grace
+    before = deadlines.early_releases(["08_break_even_acceptance", "07_batch_crossover", "03_acceptance_math"],
+                                      policy, notebooks, now=closes - dt.timedelta(minutes=1))
+    assert before == [("08_break_even_acceptance", "07_batch_crossover", closes)]
+    assert deadlines.early_releases(["08_break_even_acceptance"], policy, notebooks, now=closes) == []
+    said = deadlines.describe_early(before, policy)
+    assert "08_break_even_acceptance restates answers of 07_batch_crossover" in said and "2026-12-09 17:00 UTC" in said
+    open_03 = load_policy(course_file(tmp_path, "[assignments.03_acceptance_math]\ndue = 2026-12-09T17:00:00Z\n"))
+    held = {name for name, origin, _ in deadlines.early_releases(sorted(notebooks), open_03, notebooks, now=DUE)}
+    assert {"05_acceptance_in_practice", "07_batch_crossover", "08_break_even_acceptance", "09_speculation_that_pays",
+            "10_batches_and_servers", "11_real_engines"} <= held and "03_acceptance_math" not in held
+    assert deadlines.early_releases(sorted(notebooks), load_policy(course_file(tmp_path, "")), notebooks, now=DUE) == []
+
+
+def test_release_refuses_an_early_notebook_with_the_reason_and_releases_it_with_force(tmp_path, monkeypatch, capsys):
+    from autograde.__main__ import main
+    from autograde.release import EarlyReleaseError, release
+    far = (dt.datetime.now(UTC) + dt.timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    monkeypatch.setattr(deadlines, "COURSE_FILE", course_file(tmp_path, f"[assignments.07_batch_crossover]\ndue = {far}\n"))
+    out, db = tmp_path / "r", f"sqlite:///{tmp_path / 'g.db'}"
+    with pytest.raises(EarlyReleaseError, match=r"08_break_even_acceptance restates answers of 07_batch_crossover.*--force"):
+        release(["08_break_even_acceptance"], release_dir=str(out), db_url=db, given=False)
+    assert not out.exists() and not (tmp_path / "g.db").exists()
+    assert main(["release", "08_break_even_acceptance"]) == 2
+    assert "not released: 08_break_even_acceptance restates answers of 07_batch_crossover" in capsys.readouterr().err
+    assert release(["08_break_even_acceptance"], release_dir=str(out), db_url=db, given=False, force=True)
+    assert (out / "08_break_even_acceptance" / "08_break_even_acceptance.ipynb").is_file()
+    assert "warning: releasing 08_break_even_acceptance while 07_batch_crossover is open" in capsys.readouterr().out
