@@ -320,12 +320,14 @@ def early_releases(names, policy, notebooks=None, now=None):
     assignment that still accepts submissions at `now` (its due date plus grace, `closes`, is still ahead):
     releasing it would hand those answers out. notebooks: {name: solution notebook} (default: solutions/).
     An earlier assignment without a due date closes never in this sense: it has no window to protect."""
-    from autograde.given import KEY, _solutions, given_cells
+    import nbformat
+
+    from autograde.given import KEY, _path, given_cells
     now = utc(now or datetime.now(timezone.utc))
-    notebooks = notebooks if notebooks is not None else _solutions()
     found = []
     for name in names:
-        earlier = sorted({entry.rpartition(":")[0] for _, cell in given_cells(notebooks[name])
+        nb = notebooks[name] if notebooks is not None else nbformat.read(str(_path(name)), as_version=4)
+        earlier = sorted({entry.rpartition(":")[0] for _, cell in given_cells(nb)
                           for entry in cell.metadata.get(KEY, []) if ":" in entry})
         for origin in earlier:
             rule = policy.rule(origin)

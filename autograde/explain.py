@@ -6,6 +6,7 @@
              own message: the learner runs their own notebook);
     where    where the test stopped, as `check` prints it after the test's name.
 """
+import re
 from dataclasses import dataclass
 
 from autograde.assignment import points_text
@@ -24,7 +25,6 @@ class Explanation:
 def _called_elsewhere(test, part, parts):
     """[(function, part label)] of other parts' functions that the test's source names (calls, or its docstring
     says it runs), in the parts' order."""
-    import re
     out = []
     for other in parts:
         if other is part:
@@ -87,8 +87,8 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
     elif outcome.ename == "GraderIntegrityError":
         hint = outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
     elif outcome.ename == "NotImplementedError":
-        elsewhere = _called_elsewhere(test, part, parts) if part else []
-        if part and not part.functions and elsewhere:
+        elsewhere = _called_elsewhere(test, part, parts) if part and not part.functions else []
+        if elsewhere:
             named = ", ".join(f"{f}() ({where})" for f, where in elsewhere)
             hint = (f"{label} has no code of its own to write: its test runs your {named}, and one of them "
                     f"still raises NotImplementedError. Write those first.")

@@ -184,3 +184,9 @@ def generation_speedup(alpha, k, terms, n):
     if not math.isfinite(total) or total <= 0:
         raise ValueError(f"terms give a round no positive cost: {terms!r}")
     return n / total
+
+
+def generation_tokens_per_round(alpha, k, n):
+    """Expected tokens per round over one generation of `n` tokens at draft length `k` (the short last rounds
+    included): ``generation_speedup`` with every round priced one, so n ÷ the expected rounds. Below E(α, k)."""
+    return generation_speedup(alpha, k, {"c": 0.0, "v": {k: 1.0}, "o": 0.0}, n)

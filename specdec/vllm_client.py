@@ -82,10 +82,9 @@ class VllmWorker:
         out = self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
                         "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
                         "repeats": int(repeats)}, timeout)
-        for runs in (out.values() if isinstance(out, dict) else ()):
-            for run in (runs.values() if isinstance(runs, dict) else ()):
-                if isinstance(run, dict) and isinstance(run.get("seconds"), list):
-                    note_spread(run["seconds"])
+        for runs in out.values():
+            for run in runs.values():
+                note_spread(run["seconds"])
         return out
 
     def drop(self, name):

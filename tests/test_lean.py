@@ -273,6 +273,10 @@ def test_generation_speedup_limits_and_bad_input():
     for alpha, k in [(0.6, 2), (0.9, 8)]:
         assert generation_speedup(alpha, k, t, 5000) == pytest.approx(_steady(alpha, k, t), rel=0.005)
         assert generation_speedup(alpha, k, t, 20) < _steady(alpha, k, t)     # the short last rounds cost
+    from specdec.rounds import generation_tokens_per_round
+    assert generation_tokens_per_round(0.9, 8, 5000) == pytest.approx(sum(0.9 ** j for j in range(9)), rel=0.005)
+    assert generation_tokens_per_round(0.9, 8, 20) < sum(0.9 ** j for j in range(9))
+    assert generation_tokens_per_round(1.0, 4, 20) == pytest.approx(20 / 4)       # 5, 5, 5, 5 tokens
     for bad, match in [((1.2, 4, t, 20), "alpha"), ((0.5, 0, t, 20), "k"), ((0.5, 4, t, 0), "n"),
                        ((0.5, 16, t, 20), "k = 16"), ((0.5, 4, {"c": 0.1}, 20), "terms"), ((0.5, 4.0, t, 20), "k")]:
         with pytest.raises(ValueError, match=match):
