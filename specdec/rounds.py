@@ -2,10 +2,12 @@
 
 Used by notebooks 05 (section 3) and 09 (section 2). The model a round is priced by:
 
-    speedup(k) = E(α, k) ÷ (k·c + v(k) + o)       every term in units of one plain decoding token
+    speedup(k) = E(α, k) ÷ (k·c + c_round + v(k) + o)       every term in units of one plain decoding token
 
 - a plain token costs ``token_seconds``: the baseline's whole loop per token (its forward, argmax, bookkeeping);
 - c: the proposer's full cost per drafted token (its forward, its softmax or argmax, its bookkeeping);
+- c_round: what the proposer costs once per round, however many tokens it drafts (the call, its set-up, a first
+  forward that also feeds the token the target added);
 - v(k): the target's forward over k + 1 tokens;
 - o: what a round costs besides (the accept step, the cache rollback, the loop's own Python).
 
@@ -15,7 +17,7 @@ prices every round of such a generation under the same model (notebook 09's race
 
 ``timed_decode`` runs the notebook's loop with the proposer's calls and the target's forwards timed; ``measure_rounds``
 collects, per k, a round profile {rounds, drafted, propose_seconds, verify_seconds, total_seconds}, from which the
-learner computes c, v(k) and o (notebook 05, Part B, ``round_terms``). Nothing here is graded.
+learner computes c, c_round, v(k) and o (notebook 05, Part B, ``round_terms``). Nothing here is graded.
 """
 from __future__ import annotations
 
@@ -92,7 +94,8 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     every k over the first prompt (a kernel's first call at a new shape packs weights and allocates). One repeat
     runs plain decoding and every k over all prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
     "verify_seconds" (``timed_decode``), "profile" holds {k: {rounds, drafted, propose_seconds, verify_seconds,
-    total_seconds}} summed over the prompts, from the repeat whose total is the median. Returns {"token_seconds":
+    total_seconds}} summed over the prompts, the median of the repeats (of an even count, the mean of the two middle
+    ones, as for the plain time). Returns {"token_seconds":
     median seconds per plain token,
     "round_seconds": {k: median seconds per round}, "rounds": {k: rounds per repeat}, "spread": {name: (min,
     median, max) of the repeats' seconds}, "plain_seconds": median plain decode seconds over all prompts,
@@ -135,8 +138,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     n_tokens = max_new_tokens * len(prompts)
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
-    # one repeat's profile per k: the median one (of an even count, the faster of the two middle ones)
-    profile = {k: sorted(p, key=lambda q: q["total_seconds"])[(len(p) - 1) // 2] for k, p in parts.items()}
+    profile = {k: _median_profile(p) for k, p in parts.items()}
     rounds = {k: p["rounds"] for k, p in profile.items()}          # greedy: the same in every repeat
     return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
@@ -144,24 +146,38 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
             "decode_seconds": {k: med(s) for k, s in spec_s.items()}}
 
 
+def _median_profile(parts):
+    """The median of a k's repeats in the sense statistics.median takes plain decoding's: the repeat whose total is
+    the median, and for an even count the mean of the two middle repeats, field by field (a mean keeps propose +
+    verify within the total). The profile's seconds and the plain token's time then come from the same statistic:
+    the faster middle repeat alone would price rounds a half-spread cheaper than the token time it is divided by."""
+    ranked = sorted(parts, key=lambda q: q["total_seconds"])
+    mid = ranked[(len(ranked) - 1) // 2:len(ranked) // 2 + 1]            # one repeat, or the two middle ones
+    out = {key: sum(q[key] for q in mid) / len(mid) for key in PROFILE_KEYS}
+    out["rounds"], out["drafted"] = mid[0]["rounds"], mid[0]["drafted"]    # greedy: the same in every repeat
+    return out
+
+
 def generation_speedup(alpha, k, terms, n):
     """Predicted speedup of one generation of `n` new tokens at draft length `k`, greedy or sampled, each draft
     accepted with probability `alpha` independently: the model above applied round by round, where a round with m
-    tokens still to go drafts k' = min(k, m) (the notebook loop's rule), costs k'·c + v(k') + o plain tokens and
+    tokens still to go drafts k' = min(k, m) (the notebook loop's rule), costs k'·c + c_round + v(k') + o plain tokens and
     emits j + 1 tokens with probability α^j (1 − α) for j < k' (k' + 1 with α^k'). v(k') between the draft lengths
-    measured is interpolated linearly. terms = {"c": float, "v": {k: float}, "o": float} (notebook 05's
-    ``round_terms``). As n grows this tends to E(α, k) ÷ (k·c + v(k) + o); at n = 1 it is 1 ÷ (c + v(1) + o)."""
+    measured is interpolated linearly. terms = {"c": float, "c_round": float, "v": {k: float}, "o":
+    float} (notebook 05's ``round_terms``). As n grows this tends to E(α, k) ÷ (k·c + c_round + v(k) + o); at n = 1
+    it is 1 ÷ (c + c_round + v(1) + o)."""
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 <= alpha <= 1:
         raise ValueError(f"alpha must be a number in [0, 1], got {alpha!r}")
     for name, value in (("k", k), ("n", n)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if not isinstance(terms, dict) or not {"c", "v", "o"} <= set(terms) or not isinstance(terms["v"], dict) or not terms["v"]:
-        raise ValueError(f"terms must be {{'c': float, 'v': {{k: float}}, 'o': float}}, got {terms!r}")
+    if (not isinstance(terms, dict) or not {"c", "c_round", "v", "o"} <= set(terms) or not isinstance(terms["v"], dict)
+            or not terms["v"]):
+        raise ValueError(f"terms must be {{'c': float, 'c_round': float, 'v': {{k: float}}, 'o': float}}, got {terms!r}")
     measured = sorted(terms["v"])
     if k > measured[-1]:
         raise ValueError(f"terms['v'] is measured up to k = {measured[-1]}, not k = {k}")
-    c, o = float(terms["c"]), float(terms["o"])
+    c, per_round = float(terms["c"]), float(terms["c_round"]) + float(terms["o"])
 
     def v(m):                                  # linear between the measured draft lengths, flat below the first
         if m <= measured[0]:
@@ -176,7 +192,7 @@ def generation_speedup(alpha, k, terms, n):
             return 0.0
         kr = min(k, m)
         chances = [alpha ** j * (1 - alpha) for j in range(kr)] + [alpha ** kr]
-        return kr * c + v(kr) + o + sum(p * cost(m - j - 1) for j, p in enumerate(chances))
+        return kr * c + v(kr) + per_round + sum(p * cost(m - j - 1) for j, p in enumerate(chances))
 
     for m in range(1, n):                      # bottom up: no recursion deeper than k
         cost(m)
@@ -189,4 +205,4 @@ def generation_speedup(alpha, k, terms, n):
 def generation_tokens_per_round(alpha, k, n):
     """Expected tokens per round over one generation of `n` tokens at draft length `k` (the short last rounds
     included): ``generation_speedup`` with every round priced one, so n ÷ the expected rounds. Below E(α, k)."""
-    return generation_speedup(alpha, k, {"c": 0.0, "v": {k: 1.0}, "o": 0.0}, n)
+    return generation_speedup(alpha, k, {"c": 0.0, "c_round": 0.0, "v": {k: 1.0}, "o": 0.0}, n)

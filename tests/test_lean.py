@@ -158,8 +158,9 @@ def test_measure_rounds_interleaves_and_takes_medians():
         measure_rounds(decode, plain, [], [1], 10)
 
 
-def test_measure_rounds_profiles_the_faster_middle_repeat_of_an_even_count():
-    """Two repeats: the profile is the faster one (the first call at a new shape is the slow one), not the slower."""
+def test_measure_rounds_profiles_the_median_repeat_as_it_times_plain_decoding():
+    """Two repeats: the profile is the mean of the two, as statistics.median takes the plain time's (the faster one
+    alone would price rounds below the token time they are divided by); three: the median repeat, whole."""
     times = iter([0.05, 0.03])
 
     def decode(prompt, k):
@@ -168,7 +169,13 @@ def test_measure_rounds_profiles_the_faster_middle_repeat_of_an_even_count():
                       "verify_seconds": s / 4}
 
     got = measure_rounds(decode, lambda pr: (None, 0.01), ["a"], [1], max_new_tokens=4, repeats=2, warmup=0)
+    assert got["profile"][1]["total_seconds"] == pytest.approx(0.04)
+    assert got["profile"][1]["propose_seconds"] == pytest.approx(0.02)
+    assert got["profile"][1]["rounds"] == 2 and type(got["profile"][1]["rounds"]) is int
+    times = iter([0.05, 0.02, 0.03])
+    got = measure_rounds(decode, lambda pr: (None, 0.01), ["a"], [1], max_new_tokens=4, repeats=3, warmup=0)
     assert got["profile"][1]["total_seconds"] == pytest.approx(0.03)
+    assert got["profile"][1]["verify_seconds"] == pytest.approx(0.03 / 4)
 
 
 class _Event:
@@ -240,11 +247,11 @@ def test_profiling_writes_nothing_to_stderr_in_a_fresh_process():
     assert out.stderr == "", out.stderr
 
 
-TERMS_EXAMPLE = {"c": 0.08, "v": {1: 1.05, 2: 1.15, 4: 1.3, 8: 1.5}, "o": 0.02}
+TERMS_EXAMPLE = {"c": 0.08, "c_round": 0.05, "v": {1: 1.05, 2: 1.15, 4: 1.3, 8: 1.5}, "o": 0.02}
 
 
 def _steady(alpha, k, t):
-    return sum(alpha ** j for j in range(k + 1)) / (k * t["c"] + t["v"][k] + t["o"])
+    return sum(alpha ** j for j in range(k + 1)) / (k * t["c"] + t["c_round"] + t["v"][k] + t["o"])
 
 
 @pytest.mark.parametrize("alpha, k", [(0.5, 2), (0.9, 8), (0.7, 4), (0.0, 4), (1.0, 8)])
@@ -260,7 +267,7 @@ def test_generation_speedup_follows_a_simulation_of_the_loops_rounds(alpha, k):
             j = 0
             while j < kr and rng.random() < alpha:
                 j += 1
-            cost += kr * t["c"] + v(kr) + t["o"]
+            cost += kr * t["c"] + t["c_round"] + v(kr) + t["o"]
             made += j + 1
         sims.append(cost)
     assert generation_speedup(alpha, k, t, n) == pytest.approx(n / (sum(sims) / len(sims)), rel=0.01)
@@ -269,7 +276,7 @@ def test_generation_speedup_follows_a_simulation_of_the_loops_rounds(alpha, k):
 def test_generation_speedup_limits_and_bad_input():
     from specdec.rounds import generation_speedup
     t = TERMS_EXAMPLE
-    assert generation_speedup(0.8, 4, t, 1) == pytest.approx(1 / (t["c"] + t["v"][1] + t["o"]))
+    assert generation_speedup(0.8, 4, t, 1) == pytest.approx(1 / (t["c"] + t["c_round"] + t["v"][1] + t["o"]))
     for alpha, k in [(0.6, 2), (0.9, 8)]:
         assert generation_speedup(alpha, k, t, 5000) == pytest.approx(_steady(alpha, k, t), rel=0.005)
         assert generation_speedup(alpha, k, t, 20) < _steady(alpha, k, t)     # the short last rounds cost
@@ -278,6 +285,6 @@ def test_generation_speedup_limits_and_bad_input():
     assert generation_tokens_per_round(0.9, 8, 20) < sum(0.9 ** j for j in range(9))
     assert generation_tokens_per_round(1.0, 4, 20) == pytest.approx(20 / 4)       # 5, 5, 5, 5 tokens
     for bad, match in [((1.2, 4, t, 20), "alpha"), ((0.5, 0, t, 20), "k"), ((0.5, 4, t, 0), "n"),
-                       ((0.5, 16, t, 20), "k = 16"), ((0.5, 4, {"c": 0.1}, 20), "terms"), ((0.5, 4.0, t, 20), "k")]:
+                       ((0.5, 16, t, 20), "k = 16"), ((0.5, 4, {"c": 0.1}, 20), "terms"), ((0.5, 4, {"c": 0.1, "v": {4: 1.0}, "o": 0.0}, 20), "c_round"), ((0.5, 4.0, t, 20), "k")]:
         with pytest.raises(ValueError, match=match):
             generation_speedup(*bad)

@@ -295,9 +295,20 @@ def estimate_alpha(accepted, drafted):
     Case("05", "estimate_alpha", "no rounds: ZeroDivisionError instead of ValueError",
          P("05", "estimate_alpha", ('    if successes + failures == 0:\n        raise ValueError("drafted holds no tested draft token (no rounds, or every round drafted 0)")\n', "")),
          first="test_estimate_alpha_bad_input"),
-    Case("05", "round_terms", "c as the mean of each k's cost per drafted token, not pooled over every k",
-         P("05", "round_terms", ('c = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds',
-                                 'c = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds')),
+    Case("05", "round_terms", "no line (every k at one point): c as the mean of each k's cost per drafted token, not pooled",
+         P("05", "round_terms", ('c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
+                                 'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0')),
+         first="test_round_terms"),
+    Case("05", "round_terms", "one c pooled over every k and no c_round: the per-token model without its line",
+         P("05", "round_terms", ("if len(set(xs)) == 1:", "if True:")),
+         first="test_round_terms"),
+    Case("05", "round_terms", "the line's slope taken as c_round and its intercept as c",
+         P("05", "round_terms", ("        c_round = y_bar - c * x_bar\n", "        c, c_round = y_bar - c * x_bar, c\n")),
+         first="test_round_terms"),
+    Case("05", "round_terms", "the line through each k's total seconds, not its seconds per round",
+         P("05", "round_terms", ('xs = [p["drafted"] / p["rounds"] for p in profile.values()]', 'xs = [p["drafted"] for p in profile.values()]'),
+           ('ys = [p["propose_seconds"] / p["rounds"] / token_seconds for p in profile.values()]',
+            'ys = [p["propose_seconds"] / token_seconds for p in profile.values()]')),
          first="test_round_terms"),
     Case("05", "round_terms", "o keeps the verify forward in the round's rest",
          P("05", "round_terms", ('rest = sum(p["total_seconds"] - p["propose_seconds"] - p["verify_seconds"] for p in profile.values())',
@@ -310,10 +321,16 @@ def estimate_alpha(accepted, drafted):
          P("05", "round_terms", ('    if drafted == 0:\n        raise ValueError("profile holds no drafted token: c cannot be measured")\n', "")),
          first="test_round_terms_bad_input"),
     Case("05", "predicted_speedup", "the round overhead paid per drafted token, k (c + o)",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["o"]) + terms["v"][k]')),
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["o"]) + terms["c_round"] + terms["v"][k]')),
          first="test_predicted_speedup"),
     Case("05", "predicted_speedup", "the bare model: no round overhead",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k]')),
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k]')),
+         first="test_predicted_speedup"),
+    Case("05", "predicted_speedup", "the proposer's cost per round left out",
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k] + terms["o"]')),
+         first="test_predicted_speedup"),
+    Case("05", "predicted_speedup", "the proposer's cost per round paid per drafted token, k (c + c_round)",
+         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["c_round"]) + terms["v"][k] + terms["o"]')),
          first="test_predicted_speedup"),
     Case("05", "ngram_propose", "the earliest match instead of the most recent", P("05", "ngram_propose", ("j = int(hits[-1, 0])", "j = int(hits[0, 0])"))),
     Case("05", "ngram_propose", "no overlap between the match and the suffix",
@@ -500,9 +517,13 @@ def round_terms(profile, token_seconds):
                      for p in profile.values()], dtype=float)
     if rows[:, 1].sum() == 0:
         raise ValueError("profile: nothing drafted")
-    c = rows[:, 2].sum() / rows[:, 1].sum() / token_seconds
+    x, y = rows[:, 1] / rows[:, 0], rows[:, 2] / rows[:, 0] / token_seconds
+    if np.ptp(x) == 0:
+        c, c_round = rows[:, 2].sum() / rows[:, 1].sum() / token_seconds, 0.0
+    else:
+        c, c_round = np.polyfit(x, y, 1)
     o = (rows[:, 4] - rows[:, 2] - rows[:, 3]).sum() / rows[:, 0].sum() / token_seconds
-    return {"c": float(c), "o": float(o), "v": {int(k): float(p["verify_seconds"] / p["rounds"] / token_seconds) for k, p in profile.items()}}
+    return {"c": float(c), "c_round": float(c_round), "o": float(o), "v": {int(k): float(p["verify_seconds"] / p["rounds"] / token_seconds) for k, p in profile.items()}}
 '''),
     Case("05", "ngram_propose", "a plain loop from the end and a different error message", '''
 def ngram_propose(tokens, n, k):
