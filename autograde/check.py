@@ -82,8 +82,11 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             print(f"could not grade the notebook: {graded.reason}", file=out)
             return None
         if graded.course_failure:
-            print(f"could not grade the notebook: {graded.course_failure}. Your code is not the cause: set up the "
-                  f"course again (make lab, or make test) and check again.", file=out)
+            advice = ("The cell is the course's, though it may call your functions: if they are not much slower "
+                      "than they need to be, run the check again on a quieter machine (or with a longer "
+                      "--cell-timeout)" if graded.record.course_timeouts else
+                      "Your code is not the cause: set up the course again (make lab, or make test) and check again")
+            print(f"could not grade the notebook: {graded.course_failure}. {advice}.", file=out)
             return None
         record, results = graded.record, graded.results
         scores = {gid: score for gid, (score, _, _) in graded.scores.items()}

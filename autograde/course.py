@@ -29,7 +29,7 @@ class Course:
     """An nbgrader course directory rooted at the repository, with its working state under `work`."""
 
     def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
-                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None):
+                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None, threads=0):
         put_tools_on_path()
         from autograde.deadlines import COURSE_FILE, CoursePenalty
         self.course_file = Path(course_file) if course_file is not None else COURSE_FILE
@@ -55,6 +55,7 @@ class Course:
         execute.memory_bytes = int(memory_bytes)
         execute.quick = quick
         execute.guard = guard
+        execute.threads = int(threads)       # 0: one per core (autograde.executor)
         execute.record_dir = str(self.records)
         if cell_timeout is not None:
             cfg.Execute.timeout = int(cell_timeout)

@@ -61,6 +61,8 @@ REBOUND_NAMES_KEPT = 50               # of the names the guard says a student's 
 # modules the course's cells import that the kernel imports before any student code (so that a student's
 # cell cannot put a stand-in in sys.modules first); not the display stack, which the kernel sets up itself
 NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
+# the kernel's thread counts: OpenMP's and MKL's pools start at this size, and the guard kernel caps torch's
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AUTOGRADE_THREADS")
 
 
 def imported_modules(sources):
@@ -124,6 +126,8 @@ class SandboxedExecute(Execute):
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
     guard = Bool(True, help="run test cells under the guard (autograde/guard_kernel.py)").tag(config=True)
     audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
+    threads = Integer(0, help="torch, OpenMP and MKL threads of the kernel, a cap the notebook cannot raise "
+                              "(0: one per core; `class --jobs N`: cores / N)").tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up
     def preprocess(self, nb, resources=None, km=None):
@@ -200,6 +204,11 @@ class SandboxedExecute(Execute):
                "PYTHONPATH": str(REPO)}
         if self.quick:
             env["SPECDEC_QUICK"] = "1"
+        # kernels graded side by side share the cores: each gets its share, and the guard kernel caps
+        # torch.set_num_threads at it (a notebook's own set_num_threads(2) would oversubscribe two cores 2x)
+        threads = self.threads or os.cpu_count() or 1
+        self._record.threads = threads
+        env.update({name: str(threads) for name in THREAD_VARIABLES})
         for k, v in os.environ.items():          # course settings the instructor exported
             if k.startswith("SPECDEC_") and k not in env:
                 env[k] = v
@@ -228,7 +237,7 @@ class SandboxedExecute(Execute):
                       "interrupt_mode": "message", "env": {} if self.use_sandbox else
                       {"AUTOGRADE_GUARD_FILE": env["AUTOGRADE_GUARD_FILE"], "PYTHONPATH": os.pathsep.join(
                            filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
-                       "IPYTHONDIR": str(run / "ipython"),
+                       "IPYTHONDIR": str(run / "ipython"), **{name: env[name] for name in THREAD_VARIABLES},
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
@@ -361,6 +370,10 @@ class SandboxedExecute(Execute):
     async def _async_handle_timeout(self, timeout, cell=None):
         self._event("timeout", self._current, f"cell {self._current} ran longer than {timeout} s and was "
                                               f"interrupted")
+        index = self._current
+        if (cell is not None and index not in self._test_cells and sha256(cell.source) in self._course_code
+                and not any(t["cell"] == index for t in self._record.course_timeouts)):
+            self._record.course_timeouts.append({"cell": index, "seconds": int(timeout)})
         return await super()._async_handle_timeout(timeout, cell)
 
     def _guard_message(self, data, cell_index):

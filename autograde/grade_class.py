@@ -39,6 +39,7 @@ import csv
 import datetime as dt
 import hashlib
 import html
+import os
 import re
 import shutil
 import sys
@@ -708,12 +709,13 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
     if check_solution:
         preflight(assignment, out=out, **settings)
-    course = Course(work, course_file=policy.path, **settings)
+    threads = max(1, (os.cpu_count() or 1) // jobs)       # each kernel's share of the cores
+    course = Course(work, course_file=policy.path, threads=threads, **settings)
     _refuse_own_folder(submissions, course, assignment)
     course.prepare(assignment_name)
     subs = discover(submissions, assignment, released_notebook(assignment, course), rule=rule, stamps=stamps)
     print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
-          f"{f'; {jobs} in parallel' if jobs > 1 else ''}", file=out, flush=True)
+          f"{f'; {jobs} in parallel' if jobs > 1 else ''}; {threads} torch thread(s) per notebook", file=out, flush=True)
     print(f"deadline ({policy.path.name}): {rule.describe()}"
           + (f"; timestamps from {stamps_path}" if stamps else ""), file=out, flush=True)
     unknown = sorted(set(stamps) - {s.name for s in subs})

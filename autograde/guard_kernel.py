@@ -676,6 +676,30 @@ def _verify_guard(namespace, names, code):
     return changed
 
 
+def _cap_torch_threads(value):
+    """Hold torch to `value` threads (the grader's share of the cores for this kernel, AUTOGRADE_THREADS): set it
+    now, and make torch.set_num_threads(n) set min(n, value), so that a notebook asking for 2 threads gets its
+    share and kernels graded side by side do not oversubscribe the cores. Nothing happens without a value."""
+    try:
+        limit = int(value)
+    except (TypeError, ValueError):
+        return
+    if limit < 1:
+        return
+    try:
+        import torch
+    except BaseException:      # noqa: BLE001  (a notebook without torch has no pool to cap)
+        return
+    set_threads = torch.set_num_threads
+    set_threads(limit)
+
+    def set_num_threads(n):
+        set_threads(max(1, min(int(n), limit)))
+    set_num_threads.__doc__ = (f"torch.set_num_threads under grading: at most {limit} thread(s), this kernel's share "
+                               f"of the cores. {set_threads.__doc__ or ''}")
+    torch.set_num_threads = set_num_threads
+
+
 def main():
     from ipykernel.ipkernel import IPythonKernel
     from ipykernel.kernelapp import IPKernelApp
@@ -708,6 +732,7 @@ def main():
                     __import__(name)
                 except BaseException:     # noqa: BLE001  (the locked cell that imports it reports it)
                     pass
+            _cap_torch_threads(os.environ.get("AUTOGRADE_THREADS", ""))
             locked.record_sys_modules()
 
         def _ag_report(self):

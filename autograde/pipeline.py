@@ -43,11 +43,16 @@ class Graded:
     def course_failure(self):
         """Why the course's own code failed, not the student's: a locked cell (setup, given answers) raised
         before any cell the student wrote or changed had run, and the submission brought no files that
-        could have changed what it imports. '' when there is no such failure."""
+        could have changed what it imports; or a cell of the course's own code (as released) ran past its time
+        limit. '' when there is no such failure."""
         for e in self.record.locked_errors:
             if self._course_to_blame(e):
                 return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
                         f"of the student's code ran: the grading environment is broken, not the submission")
+        for t in self.record.course_timeouts:
+            return (f"the course's own cell {t['cell']} (as released, not changed by the student) ran past the "
+                    f"{t['seconds']} s cell limit and was stopped: what the course runs did not finish, so the "
+                    f"submission waits for an instructor instead of being scored")
         return ""
 
     @property

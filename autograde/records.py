@@ -24,6 +24,7 @@ class RunRecord:
     output_bytes: int = 0                         # output kept, all cells
     exit_code: int | None = None                  # of a kernel that died, when it could be read
     seconds: float = 0.0                          # wall time of the run, kernel start-up included
+    threads: int = 0                              # torch / OpenMP / MKL threads the kernel was held to
     # locked cells (setup, given answers) that raised: {cell, grade_id, ename, evalue, after_student_code}
     locked_errors: list = field(default_factory=list)
     # the guard's audit records: {severity: tamper|flag, what, cell, while_cell, during_test, refused}
@@ -32,6 +33,9 @@ class RunRecord:
     # define: {cell, names}, from the guard's structured field (autograde.guard_kernel.Failure.rebound)
     rebound: list = field(default_factory=list)
     review: str = ""                              # why the submission waits for an instructor's review
+    # cells of the course's own code (as released, not a test, not changed by the student) that ran past their
+    # time limit: {cell, seconds}. The course's failure, never the student's points (autograde.pipeline)
+    course_timeouts: list = field(default_factory=list)
 
     def to_dict(self):
         return dataclasses.asdict(self)

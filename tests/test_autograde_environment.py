@@ -114,6 +114,14 @@ def test_who_is_blamed_for_a_failing_locked_cell():
     assert with_files.course_failure == "" and "specdec.py" in with_files.locked_notes[0]
 
 
+def test_a_course_cell_past_its_time_limit_is_the_courses_failure_never_the_students_points():
+    timed_out = Graded("s", True, record=RunRecord(course_timeouts=[{"cell": 31, "seconds": 120}]))
+    assert "cell 31" in timed_out.course_failure and "120 s" in timed_out.course_failure
+    assert "waits for an instructor" in timed_out.course_failure
+    assert Graded("s", True, record=RunRecord(events=[{"kind": "timeout", "cell": 31, "message": "x"}])).course_failure == ""
+    assert RunRecord.from_dict(timed_out.record.to_dict()).course_timeouts == [{"cell": 31, "seconds": 120}]
+
+
 def test_the_graders_own_submitted_folder_is_refused_and_left_intact(tmp_path):
     """Grading empties each student's place in WORK/submitted/ before copying the submission there: given that
     folder itself (or a work folder holding it) as input, the tool refuses instead of deleting submissions."""

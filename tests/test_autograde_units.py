@@ -147,3 +147,37 @@ def test_a_copy_made_before_a_cell_was_renamed_is_graded_as_that_cell():
     assert ids.count(new_id) == 1 and cell.metadata["nbgrader"]["grade_id"] == new_id, (ids, notes)
     assert any("renamed since your copy was made" in n for n in notes), notes
     assert len(old.cells) == len(released.cells), "no second copy of the given cell may be restored"
+
+
+# ------------------------------------------------------------------------------------------ course cells that time out
+def test_a_course_cell_that_times_out_is_recorded_as_the_courses_and_a_students_is_not():
+    """A cell of the released notebook, unchanged, that runs past the cell limit goes into the run record's
+    course_timeouts (grading then holds the submission for an instructor: autograde.pipeline); a cell the student
+    wrote that does the same is only a timeout event, the student's own."""
+    import nbformat
+    from autograde.assignment import sha256
+    from autograde.executor import SandboxedExecute
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time"), nbformat.v4.new_code_cell("time.sleep(30)  # course"),
+                nbformat.v4.new_code_cell("time.sleep(30)  # student")]
+    ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=2, notebook_timeout=60,
+                          course_cells=[sha256(c.source) for c in nb.cells[:2]])
+    ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
+    assert ex._record.course_timeouts == [{"cell": 1, "seconds": 2}]
+    assert [e["cell"] for e in ex._record.events if e["kind"] == "timeout"] == [1, 2]
+
+
+def test_the_kernel_is_held_to_its_share_of_the_cores_whatever_the_notebook_asks():
+    """`class --jobs N` gives each kernel cores / N threads: OpenMP and MKL start at that size and the guard kernel
+    caps torch.set_num_threads, so a notebook's set_num_threads(2) gets 1 thread when two kernels share 2 cores."""
+    import nbformat
+    from autograde.executor import SandboxedExecute
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os, torch\ntorch.set_num_threads(2)\n"
+                                          "print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'])")]
+    ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=120, notebook_timeout=120, threads=1)
+    out, _ = ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
+    assert out.cells[0].outputs[0]["text"].split() == ["1", "1"], out.cells[0].outputs
+    assert ex._record.threads == 1
