@@ -49,9 +49,10 @@ class Graded:
             if self._course_to_blame(e):
                 return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
                         f"of the student's code ran: the grading environment is broken, not the submission")
-        for t in self.record.course_timeouts:
-            return (f"the course's own cell {t['cell']} (as released, not changed by the student) ran past the "
-                    f"{t['seconds']} s cell limit and was stopped: what the course runs did not finish, so the "
+        if self.record.course_timeouts:
+            first = self.record.course_timeouts[0]
+            return (f"the course's own cell {first['cell']} (as released, not changed by the student) ran past the "
+                    f"{first['seconds']} s cell limit and was stopped: what the course runs did not finish, so the "
                     f"submission waits for an instructor instead of being scored")
         return ""
 

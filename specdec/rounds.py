@@ -95,8 +95,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     runs plain decoding and every k over all prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
     "verify_seconds" (``timed_decode``), "profile" holds {k: {rounds, drafted, propose_seconds, verify_seconds,
     total_seconds}} summed over the prompts, the median of the repeats (of an even count, the mean of the two middle
-    ones, as for the plain time). Returns {"token_seconds":
-    median seconds per plain token,
+    ones, as for the plain time). Returns {"token_seconds": median seconds per plain token,
     "round_seconds": {k: median seconds per round}, "rounds": {k: rounds per repeat}, "spread": {name: (min,
     median, max) of the repeats' seconds}, "plain_seconds": median plain decode seconds over all prompts,
     "decode_seconds": {k: median speculative decode seconds over all prompts}, "per_round": {k: [(drafted,
