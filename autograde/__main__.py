@@ -38,6 +38,9 @@ def main(argv=None):
                        help=f"seconds the whole notebook may run (default {notebook_default})")
         p.add_argument("--full", action="store_true",
                        help="run measurement sweeps at full size (default: SPECDEC_QUICK=1; never graded)")
+        p.add_argument("--measure", action="store_true",
+                       help="also run the course's cells that only measure this machine (tagged `measures`; by "
+                            "default grading does not run them: timings are never graded)")
 
     sub.add_parser("workspace", help="set up or refresh your workspace (my-work/) from the course's notebooks, "
                                      "never overwriting your copies, and fill the local exchange (make lab runs this)")
@@ -118,14 +121,15 @@ def main(argv=None):
     if args.command == "check":
         from autograde.check import check
         result = check(args.notebook, sandboxed=False if args.no_sandbox else None,
-                       cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout, quick=not args.full)
+                       cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout, quick=not args.full,
+                       measure=args.measure)
         return 0 if result is not None else 2
     from autograde.grade_class import grade_class
     try:
         results, _, problems = grade_class(
             args.assignment, args.submissions, work=args.work, csv_path=args.csv, cell_timeout=args.cell_timeout,
             notebook_timeout=args.notebook_timeout, memory_bytes=_size(args.memory), sandboxed=not args.no_sandbox,
-            quick=not args.full, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs),
+            quick=not args.full, measure=args.measure, keep_flagged=args.keep_flagged, jobs=max(1, args.jobs),
             check_solution=not args.skip_preflight, course_file=args.course_file, timestamps=args.timestamps)
     except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -31,6 +31,17 @@ def is_test_cell(cell):
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+MEASURES_TAG = "measures"      # a course cell that only measures this machine: grading does not run it
+
+
+def is_measuring_cell(cell):
+    """A plain course cell tagged `measures`: it times this machine (or shows what it timed) and defines nothing
+    a graded part uses; grading runs the released copy of it not at all (autograde.executor)."""
+    meta = nbgrader_meta(cell)
+    return (cell.get("cell_type") == "code" and MEASURES_TAG in (cell.get("metadata", {}).get("tags") or [])
+            and not meta.get("grade") and not meta.get("solution") and not meta.get("locked"))
+
+
 def is_locked_cell(cell):
     """A locked code cell that is not a test: the setup cell, or a given cell restating earlier answers."""
     meta = nbgrader_meta(cell)

@@ -42,7 +42,8 @@ def _prepared_gradebook(course, name):
         pass
 
 
-def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, out=sys.stdout):
+def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, measure=False,
+          out=sys.stdout):
     """Grade one notebook; print the report; return (points, max points) or None if it could not be graded."""
     t0 = time.monotonic()
     try:
@@ -68,7 +69,7 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
     work = Path(tempfile.mkdtemp(prefix="autograde-check-"))
     try:
         course = Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
-                        notebook_timeout=notebook_timeout, quick=quick)
+                        notebook_timeout=notebook_timeout, quick=quick, measure=measure)
         _prepared_gradebook(course, assignment.name)
         released = released_notebook(assignment)
         findings = scan.scan(nb, released)
@@ -110,6 +111,10 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         for e in record.events:
             if e["kind"] == "timeout" and (not stop or e["message"] != stop["message"]):
                 print(f"note: {e['message']}", file=out)
+        if record.skipped:
+            print(f"note: {len(record.skipped)} cells that only measure this machine were not run (timings are "
+                  f"never graded; your graded functions must not need what they set); --measure runs them",
+                  file=out)
         if findings:
             print(f"warning: the instructor's grader will flag this notebook for review and give it 0 until "
                   f"then, because of {scan.describe(findings)}; answers need none of this", file=out)

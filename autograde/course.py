@@ -15,7 +15,7 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from autograde import REPO, WORK, put_tools_on_path
-from autograde.assignment import sha256
+from autograde.assignment import is_measuring_cell, sha256
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS, SandboxedExecute
 from autograde.records import read_run_record, write_run_record
 
@@ -29,7 +29,8 @@ class Course:
     """An nbgrader course directory rooted at the repository, with its working state under `work`."""
 
     def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
-                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None, threads=0):
+                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None, threads=0,
+                 measure=False):
         put_tools_on_path()
         from autograde.deadlines import COURSE_FILE, CoursePenalty
         self.course_file = Path(course_file) if course_file is not None else COURSE_FILE
@@ -54,6 +55,7 @@ class Course:
         execute.notebook_timeout = int(notebook_timeout)
         execute.memory_bytes = int(memory_bytes)
         execute.quick = quick
+        execute.skip_measuring = not measure
         execute.guard = guard
         execute.threads = int(threads)       # 0: one per core (autograde.executor)
         execute.record_dir = str(self.records)
@@ -146,6 +148,8 @@ class Course:
         """Tell the kernel's runner which code cells are the course's own (as released, unchanged)."""
         self.config.SandboxedExecute.course_cells = sorted({sha256(c.source) for c in released.cells
                                                              if c.cell_type == "code"})
+        self.config.SandboxedExecute.measure_cells = sorted({sha256(c.source) for c in released.cells
+                                                              if is_measuring_cell(c)})
 
     def run_record(self, assignment, student, notebook):
         """The RunRecord the sandboxed kernel's run left (events, stop, seconds ...); RunRecord() if none."""

@@ -65,6 +65,32 @@ NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AUTOGRADE_THREADS")
 
 
+SKIPPED_NOTE = ("[autograde: not run while grading: this cell only measures this machine, and timings are never "
+                "graded; your own run of it is in your notebook]\n")
+
+
+def assigned_names(source):
+    """Names a cell's top-level statements bind (assignments, defs, classes, imports, for targets)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names]
+        else:
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else
+                       [item.optional_vars for item in node.items if item.optional_vars is not None]
+                       if isinstance(node, (ast.With, ast.AsyncWith)) else [])
+            for target in targets:
+                names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    return sorted(set(names))
+
+
 def imported_modules(sources):
     """Module names the import statements of these cells name (`import a.b` gives a and a.b)."""
     names = []
@@ -122,6 +148,10 @@ class SandboxedExecute(Execute):
     course_cells = List(Unicode(), [], help="sha256 of the released notebook's code cells: code the student "
                                             "did not write").tag(config=True)
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
+    measure_cells = List(Unicode(), [], help="sha256 of the released notebook's cells tagged `measures`: course code "
+                                             "that only times the machine").tag(config=True)
+    skip_measuring = Bool(True, help="do not run a cell of measure_cells, unchanged (timings are never graded; "
+                                     "the graded parts take their inputs from the tests)").tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
     guard = Bool(True, help="run test cells under the guard (autograde/guard_kernel.py)").tag(config=True)
@@ -147,6 +177,7 @@ class SandboxedExecute(Execute):
         self._test_cells = set()
         self._key = secrets.token_bytes(32)
         self._course_code = set(self.course_cells)
+        self._measure_code = set(self.measure_cells) if self.skip_measuring else set()
         self._student_ran = False          # has a cell the student wrote or changed run yet?
         self._cwd = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve()
         self._run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir=self.run_root or None))
@@ -323,6 +354,12 @@ class SandboxedExecute(Execute):
             cell.outputs = [_error_output("NotRun", f"not run: {self._stopped}")]
             return cell, resources
         self.timeout = max(1, int(min(self._cell_timeout or remaining, remaining)))
+        if not is_test_cell(cell) and sha256(cell.source) in self._measure_code:
+            # the course's own measuring cell, as released: grading spends no time on this machine's timings
+            self._record.skipped.append({"cell": index, "names": assigned_names(cell.source)})
+            cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=SKIPPED_NOTE)]
+            cell.execution_count = None
+            return cell, resources
         source, nonce = cell.source, None
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more

@@ -94,6 +94,8 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
                     f"still raises NotImplementedError. Write those first.")
         else:
             hint = f"write {fns} in the solution cell of {label}: it still raises NotImplementedError.{example}"
+    elif outcome.ename == "NameError" and outcome.note:
+        hint = outcome.note + "."
     elif outcome.ename == "NameError":
         hint = (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
                 f"signatures as given, and make sure every cell above runs without an error.")

@@ -97,6 +97,7 @@ class Result:
     rows: list
     seconds: float = 0.0
     execute_s: float = 0.0          # of which: the kernel running the notebook (start-up included)
+    skipped: int = 0                # the course's measuring cells grading did not run
     lateness: deadlines.Lateness = field(default_factory=deadlines.Lateness)
     raw_score: float = None          # the score before the late penalty (None: not graded)
     penalty: float = None
@@ -516,6 +517,7 @@ def grade_one(course, assignment, sub, keep_flagged=False):
         notes.append("feedback failed: " + pipeline.failure_reason(fb_log, RunRecord()))
     r = _result(sub, status, "; ".join(dict.fromkeys(n for n in notes if n)), rows, t0)
     r.execute_s = float(record.seconds)
+    r.skipped = len(record.skipped)
     return r
 
 
@@ -682,8 +684,8 @@ def preflight(assignment, *, out=sys.stdout, **settings):
 
 def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
                 notebook_timeout=NOTEBOOK_SECONDS, memory_bytes=MEMORY_BYTES, sandboxed=True,
-                quick=True, keep_flagged=False, jobs=1, check_solution=True, course_file=None, timestamps=None,
-                out=sys.stdout):
+                quick=True, measure=False, keep_flagged=False, jobs=1, check_solution=True, course_file=None,
+                timestamps=None, out=sys.stdout):
     """Grade every submission in `submissions`; returns (results, csv path, gradebook problems).
 
     course_file: deadlines and late policy (default course.toml); timestamps: a CSV of student,submitted_at
@@ -705,7 +707,7 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     assignment = load_assignment(assignment_name)
     t_start = time.monotonic()
     settings = dict(sandboxed=sandboxed, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
-                    memory_bytes=memory_bytes, quick=quick)
+                    memory_bytes=memory_bytes, quick=quick, measure=measure)
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
     if check_solution:
         preflight(assignment, out=out, **settings)
@@ -770,5 +772,8 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
             ex = sum(r.execute_s for r in ran) / len(ran)
             line += (f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
                      f"ran {ex:.1f} s")
+            skipped = max(r.skipped for r in ran)
+            if skipped:
+                line += f"; {skipped} cells that only measure not run (--measure runs them)"
         print(line + ")", file=out)
     return results, csv_path, problems

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
+UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 KINDS = ("passed", "failed", "timeout", "not_run", "crash", "missing")   # Outcome.kind; autograde.explain has each
 REBOUND_NAMES_SHOWN = 8        # of what a student's cell rebound, named in the outcome (as the guard's message)
 # exception names the feedback may repeat (anything else is reported as "an exception")
@@ -55,6 +56,9 @@ def outcomes(executed_nb, assignment, record):
     stop = record.stop or {}
     # what the guard says a student's cell rebound (its structured field, never its message's wording)
     rebound_at = {r["cell"]: r["names"] for r in record.rebound}
+    # what the cells grading did not run (they only measure) would have set: the grader's list, so a NameError for
+    # one of these names is explained, whatever the message says otherwise
+    skipped_set = {name: s["cell"] for s in record.skipped for name in s.get("names", [])}
     result = {}
     for test in assignment.tests:
         if test.grade_id not in cells:
@@ -99,8 +103,14 @@ def outcomes(executed_nb, assignment, record):
             # own labels; else the label of the statement that failed, read from the test's source
             said = evalue[len(RULE_PREFIX):].strip() if evalue.startswith(RULE_PREFIX) else ""
             rule = said if said in test.rules else test.rule_at(line)
+        note = ""
+        undefined = UNDEFINED.search(evalue) if ename == "NameError" else None
+        if undefined and undefined.group(1) in skipped_set:
+            note = (f"{undefined.group(1)} is set in cell {skipped_set[undefined.group(1)]}, a cell that only measures "
+                    f"this machine and that grading does not run; define what your code needs in your own cells, "
+                    f"or take it as an argument")
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
-                                        line=line, region=region, evalue=evalue[:500],
+                                        line=line, region=region, evalue=evalue[:500], note=note,
                                         rebound=rebound, rule=rule)
     return result
 

@@ -36,6 +36,9 @@ class RunRecord:
     # cells of the course's own code (as released, not a test, not changed by the student) that ran past their
     # time limit: {cell, seconds}. The course's failure, never the student's points (autograde.pipeline)
     course_timeouts: list = field(default_factory=list)
+    # cells of the course's own code, tagged `measures` and unchanged, that grading did not run: {cell, names}
+    # (names: what the cell would have set, for the hint when a student's code needs one of them)
+    skipped: list = field(default_factory=list)
 
     def to_dict(self):
         return dataclasses.asdict(self)

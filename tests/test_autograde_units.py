@@ -181,3 +181,67 @@ def test_the_kernel_is_held_to_its_share_of_the_cores_whatever_the_notebook_asks
     out, _ = ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
     assert out.cells[0].outputs[0]["text"].split() == ["1", "1"], out.cells[0].outputs
     assert ex._record.threads == 1
+
+
+# ------------------------------------------------------------------------------------------ measuring cells
+def test_grading_does_not_run_the_courses_measuring_cells_but_runs_a_changed_one():
+    """A cell tagged `measures`, as released, is not run under grading: its output says why and the run record
+    names it with what it would have set; the same cell changed by the student is the student's code and runs;
+    with skip_measuring off (`--measure`) the course's copy runs too."""
+    import nbformat
+    from autograde.assignment import sha256
+    from autograde.executor import SKIPPED_NOTE, SandboxedExecute
+
+    measuring = "TIMED = 41\nfor k in range(2):\n    pass\nprint('measured')"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(measuring), nbformat.v4.new_code_cell(measuring + "  # changed"),
+                nbformat.v4.new_code_cell("print(TIMED + 1)")]
+    for skip, first in ((True, SKIPPED_NOTE), (False, "measured\n")):
+        ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=60, notebook_timeout=120,
+                              course_cells=[sha256(measuring)], measure_cells=[sha256(measuring)],
+                              skip_measuring=skip)
+        out, _ = ex.preprocess(nbformat.reads(nbformat.writes(nb), as_version=4), {"metadata": {"path": "/tmp"}})
+        texts = ["".join(o.get("text", "")) for c in out.cells for o in c.outputs]
+        assert texts == [first, "measured\n", "42\n"], texts
+        assert ex._record.skipped == ([{"cell": 0, "names": ["TIMED", "k"]}] if skip else []), ex._record.skipped
+        assert out.cells[0].execution_count is None if skip else out.cells[0].execution_count == 1
+
+
+def test_a_name_only_a_skipped_measuring_cell_sets_gets_its_own_hint():
+    """A test that fails with NameError for a name set by a cell grading did not run says so and what to do;
+    another NameError keeps the general hint."""
+    from autograde.explain import explain
+    from autograde.outcomes import outcomes
+
+    assignment = load_assignment("09_speculation_that_pays")
+    test = assignment.tests[0]
+    released = nbformat.read(str(REPO / "notebooks" / assignment.name / f"{assignment.notebook}.ipynb"), as_version=4)
+    nb = nbformat.reads(nbformat.writes(released), as_version=4)
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == test.grade_id)
+    record = RunRecord(skipped=[{"cell": 10, "names": ["KS", "rows"]}])
+    for name, special in (("KS", True), ("other_name", False)):
+        nb.cells[index].outputs = [nbformat.v4.new_output("error", ename="NameError",
+                                                          evalue=f"name '{name}' is not defined", traceback=[])]
+        outcome = outcomes(nb, assignment, record)[test.grade_id]
+        hint = explain(test, outcome).hint
+        assert ("cell 10, a cell that only measures" in hint) == special, hint
+        assert ("take it as an argument" in hint) == special, hint
+
+
+def test_measuring_tags_sit_on_plain_course_cells_only():
+    """`measures` marks a cell grading may leave out: never a solution, test or locked cell, and the learner
+    notebooks carry the same tags as the solutions (release keeps them)."""
+    from autograde import assignments
+    from autograde.assignment import MEASURES_TAG
+
+    tagged = {}
+    for name in assignments():
+        a = load_assignment(name)
+        for folder in ("solutions", "notebooks"):
+            nb = nbformat.read(str(REPO / folder / name / f"{a.notebook}.ipynb"), as_version=4)
+            cells = [c for c in nb.cells if MEASURES_TAG in c.metadata.get("tags", [])]
+            assert all(c.cell_type == "code" and not c.metadata.get("nbgrader") for c in cells), (name, folder)
+            tagged[name, folder] = [c.source for c in cells]
+        assert tagged[name, "solutions"] == tagged[name, "notebooks"], name
+    assert all(tagged[n, "solutions"] for n in ("05_acceptance_in_practice", "09_speculation_that_pays",
+                                                "10_batches_and_servers")), "the measuring notebooks tag their cells"
