@@ -70,25 +70,24 @@ SKIPPED_NOTE = ("[autograde: not run while grading: this cell only measures this
 
 
 def assigned_names(source):
-    """Names a cell's top-level statements bind (assignments, defs, classes, imports, for targets)."""
+    """Global names a cell binds: assignments, loop and with targets, defs, classes and imports, at any depth of
+    its top-level statements (inside an `if` too), not inside function or class bodies or comprehensions."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    names = []
-    for node in tree.body:
+    names, todo = set(), list(tree.body)
+    while todo:
+        node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
+            names.add(node.name)              # its body is a scope of its own
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names += [(a.asname or a.name).split(".")[0] for a in node.names]
-        else:
-            targets = (node.targets if isinstance(node, ast.Assign) else
-                       [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)) else
-                       [item.optional_vars for item in node.items if item.optional_vars is not None]
-                       if isinstance(node, (ast.With, ast.AsyncWith)) else [])
-            for target in targets:
-                names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-    return sorted(set(names))
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            todo.extend(ast.iter_child_nodes(node))
+    return sorted(names)
 
 
 def imported_modules(sources):

@@ -192,7 +192,8 @@ def test_grading_does_not_run_the_courses_measuring_cells_but_runs_a_changed_one
     from autograde.assignment import sha256
     from autograde.executor import SKIPPED_NOTE, SandboxedExecute
 
-    measuring = "TIMED = 41\nfor k in range(2):\n    pass\nprint('measured')"
+    measuring = ("TIMED = 41\nfor k in range(2):\n    pass\nif TIMED:\n    INNER = [j for j in range(2)]\n"
+                 "def f(x):\n    local = x\nprint('measured')")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(measuring), nbformat.v4.new_code_cell(measuring + "  # changed"),
                 nbformat.v4.new_code_cell("print(TIMED + 1)")]
@@ -203,7 +204,7 @@ def test_grading_does_not_run_the_courses_measuring_cells_but_runs_a_changed_one
         out, _ = ex.preprocess(nbformat.reads(nbformat.writes(nb), as_version=4), {"metadata": {"path": "/tmp"}})
         texts = ["".join(o.get("text", "")) for c in out.cells for o in c.outputs]
         assert texts == [first, "measured\n", "42\n"], texts
-        assert ex._record.skipped == ([{"cell": 0, "names": ["TIMED", "k"]}] if skip else []), ex._record.skipped
+        assert ex._record.skipped == ([{"cell": 0, "names": ["INNER", "TIMED", "f", "k"]}] if skip else []), ex._record.skipped
         assert out.cells[0].execution_count is None if skip else out.cells[0].execution_count == 1
 
 

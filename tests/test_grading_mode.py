@@ -13,7 +13,6 @@ from autograde.notebook_io import released_notebook
 def _measuring():
     out = []
     for name in assignments():
-        a = load_assignment(name)
         if any(is_measuring_cell(c) for c in nbformat.read(str(source_notebook(name)), as_version=4).cells):
             out.append(name)
     return out
