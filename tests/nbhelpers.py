@@ -110,6 +110,7 @@ CONTRACT = REPO / "docs" / "contract.md"
 ENTRY = re.compile(r"^#### `([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?`\s*$")
 PART = re.compile(r"^### (Part [A-Za-z0-9]+) \((\d+(?:\.\d+)?) points?\)")
 RULE_LINE = re.compile(r'^- `rule: ([^`]+)` *(?:—|--) *"(.+)"\s*$')
+CELL_LINE = re.compile(r"^`(test_\w+)` \((\d+(?:\.\d+)?) points?\): (.+)$")   # a test cell: id, points, what it checks
 
 
 def words(text):
@@ -118,25 +119,37 @@ def words(text):
 
 
 def parse_contract(text=None):
-    """{assignment: {part label: {"points": float, "entries": {name: signature or None}, "rules": {label: quote}}}}"""
+    """{assignment: {part label: {"points": float, "entries": {name: signature or None}, "rules": {label: quote},
+    "cells": {grade id: {"points": float, "what": str, "rules": [label, ...]}}}}}: a rule line belongs to the part
+    and to the test cell whose line ("`test_x` (1 point): what it checks") comes before it."""
     text = CONTRACT.read_text() if text is None else text
-    doc, assignment, part = {}, None, None
+    doc, assignment, part, cell = {}, None, None, None
     for line in text.splitlines():
         if line.startswith("## "):
             name = line[3:].strip()
-            assignment, part = (name, None) if re.fullmatch(r"\d\d_\w+", name) else (None, None)
+            assignment, part, cell = (name, None, None) if re.fullmatch(r"\d\d_\w+", name) else (None, None, None)
             if assignment:
                 doc.setdefault(assignment, {})
             continue
         m = PART.match(line)
         if m and assignment:
-            part = doc[assignment].setdefault(m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {}})
+            part = doc[assignment].setdefault(m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {},
+                                                           "cells": {}})
+            cell = None
             continue
         m = ENTRY.match(line)
         if m and part is not None:
             part["entries"][m.group(1)] = None if m.group(2) is None else m.group(2).replace(" ", "")
+            cell = None
+            continue
+        m = CELL_LINE.match(line)
+        if m and part is not None:
+            cell = part["cells"].setdefault(m.group(1), {"points": float(m.group(2)), "what": m.group(3).strip(),
+                                                         "rules": []})
             continue
         m = RULE_LINE.match(line)
         if m and part is not None:
             part["rules"][m.group(1).strip()] = m.group(2).strip()
+            if cell is not None:
+                cell["rules"].append(m.group(1).strip())
     return doc

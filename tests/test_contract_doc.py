@@ -97,9 +97,34 @@ def test_every_hidden_rule_is_listed_and_quotes_the_notebook(name):
 def test_the_parser_reads_what_it_should():
     doc = parse_contract('## Conventions\n### Part Z (1 point): not an assignment\n'
                          '## 99_x\n### Part A (3 points): y\n#### `f(a, b=2)`\n- `rule: bad input: a` — "raises"\n'
-                         '#### `v`\n')
+                         '#### `v`\n`test_f` (1 point): f: the formula.\n\n- `rule: formula` — "says"\n'
+                         '`test_f_bad` (2 points): f: bad input.\n')
     assert doc == {"99_x": {"Part A": {"points": 3.0, "entries": {"f": "a,b=2", "v": None},
-                                       "rules": {"bad input: a": "raises"}}}}
+                                       "rules": {"bad input: a": "raises", "formula": "says"},
+                                       "cells": {"test_f": {"points": 1.0, "what": "f: the formula.", "rules": ["formula"]},
+                                                 "test_f_bad": {"points": 2.0, "what": "f: bad input.", "rules": []}}}}}
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_every_test_cell_is_worth_one_point(name):
+    """Partial credit follows the rules: a part worth N points is graded by N test cells of 1 point each, every
+    cell one rule group, so a slip in one rule loses that cell's point, not the part's."""
+    heavy = [(t.grade_id, t.points) for t in load_assignment(name).tests if t.points != 1]
+    assert not heavy, f"{name}: test cells not worth exactly 1 point: {heavy}"
+
+
+@pytest.mark.parametrize("name", assignments())
+def test_the_contract_lists_every_test_cell_with_what_it_checks_and_its_rules(name):
+    """Under each part, docs/contract.md lists its test cells in notebook order, each with its points, the
+    one-line docstring the grader prints, and the hidden rules that cell checks (a rule two cells check is listed
+    under both)."""
+    doc = parse_contract()[name]
+    for part in load_assignment(name).parts:
+        listed = doc.get(part.label, {}).get("cells", {})
+        want = {t.grade_id: {"points": t.points, "what": t.what, "rules": t.rules} for t in part.tests}
+        assert list(listed) == list(want), f"{name} {part.label}: the contract lists cells {list(listed)}, the notebook has {list(want)}"
+        for grade_id, cell in want.items():
+            assert listed[grade_id] == cell, f"{name} {part.label} {grade_id}: contract {listed[grade_id]} vs notebook {cell}"
 
 
 def test_one_point_is_one_point_wherever_points_are_written():
