@@ -1,7 +1,7 @@
 """Test strength, in process: plausible wrong implementations fail their part's tests, and correct ones
 written differently pass them.
 
-For one notebook (01-06) the harness builds the solution namespace the way nbhelpers.solution_namespace
+For one notebook (01-11) the harness builds the solution namespace the way nbhelpers.solution_namespace
 does (the setup cell, the locked given cells and the solution cells, in notebook order), with one solution
 cell's source replaced. Then it runs that part's test cells, whole (visible and hidden tests), each in a
 copy of the namespace, as the grader does. A part's test cells are the graded cells between its solution
@@ -10,6 +10,8 @@ cell and the next solution cell.
 - every part's unmodified solution passes all of its test cells (so the harness itself can fail);
 - every WRONG case makes at least one of them raise;
 - every CORRECT case (the same answer, written differently) passes all of them.
+- every ONE_RULE_SLIPS case (one rule broken) fails exactly its cells and the part's other cells pass:
+  partial credit follows the rules.
 
 A case's `first` names the test cell that should catch it; it runs first, and a wrong case stops at its
 first failure, which keeps the file fast (about a minute on a shared 2-core CPU).
@@ -32,7 +34,7 @@ from nbhelpers import solution_path
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
              "07": "07_batch_crossover", "08": "08_break_even_acceptance",
-             "09": "09_speculation_that_pays", "10": "10_batches_and_servers"}
+             "09": "09_speculation_that_pays", "10": "10_batches_and_servers", "11": "11_real_engines"}
 # notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
 RUN_EVERY_CELL = {"07", "08"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
@@ -399,6 +401,28 @@ def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
          P("10", "gate_k", ("float(lengths.mean())", "float(lengths.max())")), first="test_gate_k"),
     Case("10", "gate_k", "no memory check (a state that does not fit raises instead of 0)",
          P("10", "gate_k", ("    if not fits_in_memory(target, draft, gpu, batch, context):\n        return 0\n", "")), first="test_gate_k"),
+    # 11: the engines' counters, alpha from them, a trace from a stream, vLLM's gate
+    Case("11", "read_spec_counters", "keeps '_total' in the name (vLLM's counters are missed)",
+         P("11", "read_spec_counters", ('        if name.endswith("_total"):\n            name = name[: -len("_total")]\n', ""))),
+    Case("11", "read_spec_counters", "keeps the prefix before ':' (llama.cpp's counters are missed)",
+         P("11", "read_spec_counters", ('name = match.group(1).rsplit(":", 1)[-1]', "name = match.group(1)"))),
+    Case("11", "read_spec_counters", "the last series wins (series of one counter not added up)",
+         P("11", "read_spec_counters", ("totals[names[name]] = totals.get(names[name], 0) + int(value)", "totals[names[name]] = int(value)"))),
+    Case("11", "acceptance_from_counters", "alpha as accepted / drafted (the engine's acceptance rate)",
+         P("11", "acceptance_from_counters", ('"alpha": float(accepted / (accepted + drafts - per[-1]))', '"alpha": float(accepted / draft_tokens)'))),
+    Case("11", "acceptance_from_counters", "tau without the target's own token (A / D)",
+         P("11", "acceptance_from_counters", ('"tau": float(1 + accepted / drafts)', '"tau": float(accepted / drafts)'))),
+    Case("11", "trace_from_stream", "first token at the first chunk, even one carrying no token",
+         P("11", "trace_from_stream", ("            if n > 0:\n                first = when if first is None else first\n",
+                                       "            first = when if first is None else first\n            if n > 0:\n"))),
+    Case("11", "trace_from_stream", "counts chunks, not tokens",
+         P("11", "trace_from_stream", ("finish, tokens = when, tokens + int(n)", "finish, tokens = when, tokens + 1"))),
+    Case("11", "vllm_gate_config", "equal neighbours not merged",
+         P("11", "vllm_gate_config", ("if ranges and ranges[-1][2] == k:", "if False:"))),
+    Case("11", "vllm_gate_config", "a table of zeros instead of None when speculation is off everywhere",
+         P("11", "vllm_gate_config", ("    if k_max == 0:\n        return None\n", ""))),
+    Case("11", "vllm_gate_config", "the last range ends at the largest decided batch, not at max_num_seqs",
+         P("11", "vllm_gate_config", ("else int(max_num_seqs)", "else batch"))),
 ]
 
 # ------------------------------------------------------------------------------ correct, written differently
@@ -933,3 +957,229 @@ def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
     assert line > test.visible_lines, f"fails the visible line {line}: {lines[line - 1].strip()}"
     assert test.rule_at(line) == "0 when the state does not fit in memory with the draft", \
         f"{type(failed.value).__name__} at line {line}: {lines[line - 1].strip()}"
+
+
+# ---------------------------------------------------------------------- partial credit: a slip costs its rule
+# Every test cell is worth 1 point and checks one group of rules. Each slip below is one plausible mistake in one
+# rule of a part's solution: (notebook, part, what, old text, new text, the test cells it must fail). It must fail
+# exactly those cells, and the part's other cells must still pass, so the slip costs those points and no more.
+ONE_RULE_SLIPS = [
+    ('01', 'weight_bytes', 'tied embeddings still counted as a separate LM head',
+     'lm_head = 0 if cfg["tie_word_embeddings"] else embedding',
+     'lm_head = embedding', {'test_weight_bytes_models'}),
+    ('01', 'weight_bytes', 'returns a NumPy integer',
+     'return params * bytes_per_param',
+     'return np.int64(params) * bytes_per_param', {'test_weight_bytes'}),
+    ('01', 'ridge_point', 'returns a NumPy float',
+     'return float(flops / bandwidth)',
+     'return np.float64(flops) / bandwidth', {'test_ridge_point'}),
+    ('01', 'ridge_point', 'flops = 0 accepted (only negative rejected)',
+     'if not flops > 0:',
+     'if flops < 0:', {'test_ridge_point_bad_input'}),
+    ('01', 'kv_bytes_per_token', 'head_dim from the config ignored',
+     'head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
+     'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]', {'test_kv_bytes_per_token'}),
+    ('01', 'kv_bytes_per_token', 'bytes_per_elem = 0 accepted (only negative rejected)',
+     'if not bytes_per_elem > 0:',
+     'if bytes_per_elem < 0:', {'test_kv_bytes_per_token_bad_input'}),
+    ('01', 'decode_step_seconds', 'KV bytes forgotten',
+     'return float((weight_bytes + kv_bytes) / bandwidth)',
+     'return float(weight_bytes / bandwidth)', {'test_decode_step_seconds'}),
+    ('01', 'decode_step_seconds', 'a negative bandwidth accepted (only 0 rejected)',
+     'if not bandwidth > 0:',
+     'if bandwidth == 0:', {'test_decode_step_seconds_bad_input'}),
+    ('02', 'width_where_cost_grows', "bytes_per_param truncated to an int (int4's 0.5 lost)",
+     'return float(ridge * bytes_per_param / 2)',
+     'return float(ridge * int(bytes_per_param) / 2)', {'test_width_where_cost_grows_byte_widths'}),
+    ('02', 'width_where_cost_grows', 'a negative bytes_per_param accepted (only 0 rejected)',
+     'if not bytes_per_param > 0:',
+     'if bytes_per_param == 0:', {'test_width_where_cost_grows_bad_input'}),
+    ('02', 'predicted_cost_ratio', "the batch forgotten in the verify step's tokens",
+     'max(1.0, batch * width / w_star)',
+     'max(1.0, width / w_star)', {'test_predicted_cost_ratio_batch'}),
+    ('02', 'predicted_cost_ratio', 'a width below 1 accepted',
+     'if not width >= 1:',
+     'if not width > 0:', {'test_predicted_cost_ratio_bad_input'}),
+    ('03', 'expected_tokens', 'the alpha = 1 case forgotten (0 / 0)',
+     '    if alpha == 1.0:\n        return float(k + 1)\n',
+     '', {'test_expected_tokens_edges'}),
+    ('03', 'expected_tokens', 'a NaN alpha accepted (range checked with < and >)',
+     'if not 0 <= alpha <= 1:',
+     'if alpha < 0 or alpha > 1:', {'test_expected_tokens_bad_input'}),
+    ('03', 'simulate_tokens_per_round', 'every accepted draft counted, not the prefix before the first rejection',
+     'np.cumprod(accepted, axis=1).sum(axis=1)',
+     'accepted.sum(axis=1)', {'test_simulate_tokens_per_round'}),
+    ('03', 'simulate_tokens_per_round', 'n_rounds >= 1 not checked',
+     ' or n_rounds < 1:',
+     ':', {'test_simulate_tokens_per_round_bad_input'}),
+    ('03', 'speedup', 'k + 1 draft steps counted per round',
+     'k * c + 1.0',
+     '(k + 1) * c + 1.0', {'test_speedup'}),
+    ('03', 'speedup', 'a NaN c accepted (checked as c < 0)',
+     'if not c >= 0:',
+     'if c < 0:', {'test_speedup_bad_input'}),
+    ('03', 'best_k', 'ties go to the largest k',
+     'if value > best_value:',
+     'if value >= best_value:', {'test_best_k'}),
+    ('03', 'best_k', 'k_max < 1 not rejected',
+     ' or k_max < 1:',
+     ':', {'test_best_k_bad_input'}),
+    ('04', 'verify', 'negative draft ids not rejected (only the upper bound checked)',
+     '0 <= int(draft_tokens.min()) and ',
+     '', {'test_verify_bad_input'}),
+    ('04', 'speculative_generate', "per_round records k, not the shortened last round's k",
+     'stats["per_round"].append((k_round, n))',
+     'stats["per_round"].append((k, n))', {'test_speculative_generate_stats'}),
+    ('05', 'estimate_alpha', 'one k assumed: every round compared with the longest draft of all rounds',
+     'if n < k)',
+     'if n < max(drafted))', {'test_estimate_alpha_formula'}),
+    ('05', 'round_terms', "no line through one point: c as the mean of each k's cost per token, not pooled",
+     'c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
+     'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0', {'test_round_terms_formula'}),
+    ('05', 'predicted_speedup', 'E(alpha, k) inline without the alpha = 1 case',
+     'return float(expected_tokens(alpha, k) / cost)',
+     'return float((1 - alpha ** (k + 1)) / (1 - alpha) / cost)', {'test_predicted_speedup_formula'}),
+    ('05', 'predicted_speedup', 'v read at the longest measured draft length instead of at k',
+     'terms["v"][k] + terms["o"]',
+     'terms["v"][max(terms["v"])] + terms["o"]', {'test_predicted_speedup_formula'}),
+    ('05', 'ngram_propose', 'no overlap between the match and the suffix',
+     'windows = tokens[:L - 1].unfold(0, n, 1)',
+     'windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)', {'test_ngram_propose_matches'}),
+    ('06', 'roofline_step_seconds', 'compute time not split across the GPUs',
+     'compute_s = 2 * weight_bytes(cfg, 1) * tokens / (n_gpus * gpu.flops_per_s)',
+     'compute_s = 2 * weight_bytes(cfg, 1) * tokens / gpu.flops_per_s', {'test_roofline_step_seconds'}),
+    ('06', 'roofline_step_seconds', 'tokens 0 accepted',
+     'if not tokens >= 1:',
+     'if not tokens >= 0:', {'test_roofline_step_seconds_bad_input'}),
+    ('06', 'spec_tokens_per_second', 'a negative draft_step_floor_s accepted',
+     '    if not draft_step_floor_s >= 0:\n        raise ValueError(f"draft_step_floor_s must be >= 0 seconds, got {draft_step_floor_s}")\n',
+     '', {'test_spec_tokens_per_second_bad_input'}),
+    ('06', 'spec_tokens_per_second', 'the verify step over k tokens, not k + 1',
+     'tokens=k + 1',
+     'tokens=k', {'test_spec_tokens_per_second', 'test_spec_tokens_per_second_no_floor'}),
+    ('06', 'memory_needed_bytes', 'the KV cache of one sequence, not of the batch',
+     'batch * context * kv_bytes_per_token(cfg)',
+     'context * kv_bytes_per_token(cfg)', {'test_memory_needed_bytes'}),
+    ('06', 'memory_needed_bytes', 'batch 0 accepted',
+     'if not batch >= 1:',
+     'if not batch >= 0:', {'test_memory_needed_bytes_bad_input'}),
+    ('06', 'max_concurrent_sequences', 'rounded to the nearest, not down',
+     'int(math.floor(free / (context * kv_bytes_per_token_total)))',
+     'int(round(free / (context * kv_bytes_per_token_total)))', {'test_max_concurrent_sequences_whole'}),
+    ('06', 'max_concurrent_sequences', 'a negative count when the weights do not fit',
+     'if free <= 0:\n        return 0\n    ',
+     '', {'test_max_concurrent_sequences_whole'}),
+    ('07', 'step_seconds', 'the fixed cost per step, not per layer',
+     '"fixed": gpu.fixed_s_per_layer * model["layers"] if',
+     '"fixed": gpu.fixed_s_per_layer if', {'test_step_seconds_parallel'}),
+    ('07', 'step_seconds', 'a ring all-reduce without the (n - 1) / n factor',
+     '2 * (n - 1) / n * message',
+     '2 * message', {'test_step_seconds_parallel'}),
+    ('07', 'step_seconds', 'tokens 2.5 accepted (no integer check)',
+     'isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1',
+     'tokens < 1', {'test_step_seconds_bad_input'}),
+    ('07', 'spec_speedup', "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
+     'step_seconds(draft, draft_gpus(gpu), batch, context)',
+     'step_seconds(draft, gpu, batch, context)', {'test_spec_speedup_draft'}),
+    ('07', 'spec_speedup', 'no ValueError when the state does not fit in memory',
+     '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory: "\n                         f"{memory_needed_bytes(target, draft, batch, context) / 1e9:.1f} GB needed")\n',
+     '', {'test_spec_speedup_bad_input'}),
+    ('07', 'break_even_batch', 'the tie rule: a speedup of exactly 1 counted as paying',
+     'spec_speedup(batch + 1, context, alpha, k, target, draft, gpu) > 1.0',
+     'spec_speedup(batch + 1, context, alpha, k, target, draft, gpu) >= 1.0', {'test_break_even_batch'}),
+    ('07', 'break_even_batch', 'no ValueError when not even one sequence fits',
+     'if fits < 1:',
+     'if fits < 0:', {'test_break_even_batch_bad_input'}),
+    ('08', 'round_cost_ratio', "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
+     'step_seconds(draft, draft_gpus(gpu), batch, context)',
+     'step_seconds(draft, gpu, batch, context)', {'test_round_cost_ratio_draft_gpus'}),
+    ('08', 'round_cost_ratio', 'no ValueError when the state does not fit in memory',
+     '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory")\n',
+     '', {'test_round_cost_ratio_bad_input'}),
+    ('08', 'break_even_alpha', 'a cost ratio of exactly 1 bisected, not 0.0',
+     'if cost_ratio <= 1:',
+     'if cost_ratio < 1:', {'test_break_even_alpha_zero'}),
+    ('08', 'break_even_alpha', 'a cost ratio of exactly k + 1 raises instead of giving 1.0',
+     'if cost_ratio > k + 1:',
+     'if cost_ratio >= k + 1:', {'test_break_even_alpha_top'}),
+    ('08', 'speedup_from_times', 'the round and plain times swapped',
+     'plain_step_s / round_s)',
+     'round_s / plain_step_s)', {'test_speedup_from_times'}),
+    ('08', 'speedup_from_times', 'no ValueError for a round time <= 0',
+     '    if not round_s > 0:\n        raise ValueError(f"round_s must be > 0 seconds, got {round_s}")\n',
+     '', {'test_speedup_from_times_bad_input'}),
+    ('08', 'check_claim', 'break-even judged by one speedup near 1, not over the range',
+     'holds = min(speedups) <= 1 + tolerance and max(speedups) >= 1 - tolerance',
+     'holds = any(abs(s - 1) <= tolerance for s in speedups)', {'test_check_claim'}),
+    ('08', 'check_claim', 'the order of round_s_range not checked',
+     'not 0 < round_s_range[0] <= round_s_range[1]',
+     'not 0 < round_s_range[0]', {'test_check_claim_bad_input'}),
+    ('08', 'best_k_for_batch', 'ties go to the largest k',
+     'if value > best_value:',
+     'if value >= best_value:', {'test_best_k_for_batch'}),
+    ('08', 'deployment_plan', 'the shares not normalised by their total',
+     'share / total / speedups[state]',
+     'share / speedups[state]', {'test_deployment_plan_fleet'}),
+    ('08', 'deployment_plan', 'no ValueError when the shares total 0',
+     '    if not total > 0:\n        raise ValueError("states must have a positive total share")\n',
+     '', {'test_deployment_plan_bad_input'}),
+    ('09', 'tree_mask', 'positions off by one (prefix_len + depth)',
+     'torch.tensor(depth, dtype=torch.long) + prefix_len - 1',
+     'torch.tensor(depth, dtype=torch.long) + prefix_len', {'test_tree_mask_positions'}),
+    ('09', 'verify_tree_greedy', 'the length of target_next not checked',
+     '    if len(target_next) != N + 1:\n        raise ValueError(f"target_next must hold N + 1 = {N + 1} ids, got {len(target_next)}")\n',
+     '', {'test_verify_tree_greedy_bad_input'}),
+    ('09', 'verify_tree_sampled', 'token ids not checked against the vocabulary',
+     '    if any(not 0 <= t < V for t in tokens):\n        raise ValueError(f"tokens must be ids in [0, {V}), got {tokens}")\n',
+     '', {'test_verify_tree_sampled_bad_input'}),
+    ('10', 'batched_accept', "next_tokens keeps the input's integer dtype (not a LongTensor)",
+     'next_tokens = target_argmax.long().gather(',
+     'next_tokens = target_argmax.gather(', {'test_batched_accept'}),
+    ('10', 'rollback', 'lengths cut by k + 1 - n_accepted (off by one)',
+     'return new_mask, lengths - (k - n_accepted)',
+     'return new_mask, lengths - (k + 1 - n_accepted)', {'test_rollback_lengths'}),
+    ('10', 'serving_metrics', 'a request exactly at an SLO bound misses it',
+     'good = (ttft <= ttft_slo) & (tpot <= tpot_slo)',
+     'good = (ttft < ttft_slo) & (tpot < tpot_slo)', {'test_serving_metrics_rates'}),
+    ('10', 'gate_k', 'memory checked without the draft',
+     'if not fits_in_memory(target, draft, gpu, batch, context):',
+     'if not fits_in_memory(target, None, gpu, batch, context):', {'test_gate_k'}),
+    ('11', 'acceptance_from_counters', 'the acceptance rate over D * k, not the draft tokens (short drafts ignored)',
+     '"acceptance_rate": float(accepted / draft_tokens)',
+     '"acceptance_rate": float(accepted / (drafts * k))', {'test_acceptance_from_counters_edges'}),
+    ('11', 'acceptance_from_counters', 'tau returned as a NumPy float',
+     '"tau": float(1 + accepted / drafts)',
+     '"tau": np.float64(1 + accepted / drafts)', {'test_acceptance_from_counters'}),
+    ('11', 'trace_from_stream', 'chunks counted, not tokens',
+     'finish, tokens = when, tokens + int(n)',
+     'finish, tokens = when, tokens + 1', {'test_trace_from_stream_tokens'}),
+    ('11', 'trace_from_stream', 'token counts summed as floats',
+     'finish, tokens = when, tokens + int(n)',
+     'finish, tokens = when, tokens + float(n)', {'test_trace_from_stream'}),
+]
+
+
+def _points(prefix, part):
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in notebook(prefix).cells
+            if c.cell_type == "code" and _grading(c).get("grade") and not _grading(c).get("solution")
+            and c.metadata["nbgrader"]["grade_id"] in dict(part_test_cells(prefix, part))}
+
+
+@pytest.mark.parametrize("slip", ONE_RULE_SLIPS, ids=[f"{s[0]}-{s[1]}-{s[2][:40]}" for s in ONE_RULE_SLIPS])
+def test_a_one_rule_slip_loses_only_that_rules_points(slip):
+    prefix, part, what, old, new, expected = slip
+    points = _points(prefix, part)
+    assert set(expected) <= set(points), f"{prefix} {part}: {set(expected) - set(points)} are not test cells of the part"
+    failing = {f.grade_id for f in run_part(prefix, part, patched(prefix, part, (old, new)))}
+    lost, total = sum(points[g] for g in failing), sum(points.values())
+    print(f"{prefix} {part}: '{what}' fails {sorted(failing)}: {total - lost:g} of {total:g} points")
+    assert failing, f"{prefix} {part}: '{what}' passes every test cell"
+    assert failing == set(expected), f"{prefix} {part}: '{what}' fails {sorted(failing)}, expected {sorted(expected)}"
+    assert lost < total, f"{prefix} {part}: '{what}' loses the whole part"
+
+
+def test_every_notebook_shows_a_slip_that_costs_only_its_rule():
+    """Each notebook with a part of several test cells has at least one slip above."""
+    several = {prefix for prefix in NOTEBOOKS if any(len(part_test_cells(prefix, p)) > 1 for p in parts(prefix))}
+    shown = {slip[0] for slip in ONE_RULE_SLIPS}
+    assert several <= shown, f"no one-rule slip for notebooks {sorted(several - shown)}"
