@@ -28,6 +28,9 @@ from autograde.release import tool_env
 pytestmark = pytest.mark.timeout(1500)
 PROTECTED = [REPO / "specdec" / "__init__.py", REPO / "data" / "hardware.csv", cases.SOLUTION, cases.RELEASED]
 REPORT = REPO / "tests" / "artifacts" / "adversarial_report.md"
+# every graded test cell of the released notebook is a grade of its own in the gradebook
+RELEASED_TESTS = {cases.meta(c)["grade_id"] for c in nbformat.read(str(cases.RELEASED), as_version=4).cells
+                  if cases.is_test(c)}
 
 
 def _sha(path):
@@ -137,8 +140,7 @@ def test_gradebook_agrees_with_the_csv(run):
         for student, parts in run["rows"].items():
             nb = gb.find_submission_notebook(A, A, student)
             grades = {g.name: g for g in nb.grades}
-            assert set(grades) == {"test_weight_bytes", "test_weight_bytes_bad_input", "test_ridge_point",
-                                   "test_kv_bytes_per_token", "test_decode_step_seconds"}
+            assert set(grades) == RELEASED_TESTS
             assert sum(float(g.score or 0) for g in grades.values()) == float(parts["total"]["score"]), student
             assert sum(float(g.max_score) for g in grades.values()) == cases.FULL
     con = sqlite3.connect(run["work"] / "gradebook.db")
@@ -238,7 +240,7 @@ def test_without_the_guard_these_cheats_would_score(tmp_path, run):
     from autograde.course import Course
     course = Course(tmp_path / "work", cell_timeout=20, notebook_timeout=120, guard=False)
     course.prepare(A)
-    for student, unguarded in (("hide_errors", 9), ("builtins_shadow", 9), ("global_oracle", 6)):
+    for student, unguarded in (("hide_errors", 9), ("builtins_shadow", 9), ("global_oracle", 4)):
         dest = course.path("submitted", student, A)
         dest.mkdir(parents=True)
         shutil.copy(next((run["root"] / "subs" / student).rglob("*.ipynb")), dest / f"{A}.ipynb")

@@ -168,7 +168,10 @@ def build(dest):
                                     what="prompt + zeros; greedy_generate rebound in the answer cell",
                                     detail=["greedy_generate"])),
         "rebind_counter": ({**answers, "speculative_generate": REBIND_COUNTER},
-                           Expect(VERIFY_POINTS + 1, "tampered",
+                           # Part A, the input checks, and the two greedy-output cells on other pairs and short
+                           # lengths, which plain greedy decoding meets honestly; the reference test it targets,
+                           # the stats, the forward count and the sampling cells fail
+                           Expect(VERIFY_POINTS + 3, "tampered",
                                   what="plain greedy, made-up stats; ForwardCounter rebound in the answer cell",
                                   detail=["ForwardCounter"])),
         "loop_verify": ({**answers, "verify": LOOP_VERIFY},
