@@ -113,24 +113,19 @@ def test_every_test_cell_is_worth_one_point(name):
     assert not heavy, f"{name}: test cells not worth exactly 1 point: {heavy}"
 
 
-
 @pytest.mark.parametrize("name", assignments())
 def test_every_test_cell_shows_the_learner_a_check(name):
     """Each test cell keeps at least one visible statement besides its docstring, so that in the learner's copy
     (hidden tests removed) it runs the learner's code and fails on an unanswered stub: a cell that is all hidden
     would pass there while it gives 0 in grading (tests/test_notebooks.py runs the untouched copies)."""
-    nb = nbformat.read(str(source_notebook(name)), as_version=4)
     bare = []
-    for cell in nb.cells:
-        meta = nbgrader_meta(cell)
-        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
-            continue
-        visible = re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell.source, flags=re.S)
-        body = [s for s in ast.parse(visible).body
-                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    for t in load_assignment(name).tests:
+        visible = "\n".join(t.source.splitlines()[:t.visible_lines])
+        body = [s for s in ast.parse(visible).body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         if not body:
-            bare.append(meta["grade_id"])
+            bare.append(t.grade_id)
     assert not bare, f"{name}: test cells with nothing visible but a docstring: {bare}"
+
 
 @pytest.mark.parametrize("name", assignments())
 def test_the_contract_lists_every_test_cell_with_what_it_checks_and_its_rules(name):
