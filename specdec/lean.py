@@ -22,6 +22,7 @@ another order): used as a *draft* that changes nothing the target accepts (exact
 """
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import torch
@@ -102,6 +103,54 @@ class LeanLlama(torch.nn.Module):
             q=att.q_proj, k=att.k_proj, v=att.v_proj, o=att.o_proj, gate=mlp.gate_proj, up=mlp.up_proj,
             down=mlp.down_proj, scaling=att.scaling)
 
+    def step_parts(self, context: int = 24):
+        """One decode step, and its matrix products alone: (step, products, megabytes).
+
+        ``step()`` runs one decode step (a one-token forward on a cache holding `context` positions, rolled back
+        after, so every call is the same step). ``products()`` runs the step's matrix products alone, layer by
+        layer in the step's order, on one row of zeros, and returns {kind: seconds} for "q/k/v", "o", "gate/up",
+        "down" and "lm head" (fused matrices where the forward fuses them, the int8 modules themselves where it
+        does not). Each product reads other weights, so one call streams the model from memory as the step does.
+        ``megabytes`` is {kind: MB of weights those products read}. The step minus the products is what the step
+        spends outside them (norms, rotary, attention, the cache, Python)."""
+        if not isinstance(context, int) or not 1 <= context < self.max_len:
+            raise ValueError(f"context must be an int in [1, {self.max_len - 1}], got {context!r}")
+        from .kernels import weight_megabytes
+
+        cache = self.new_cache()
+        ids = torch.zeros(1, context, dtype=torch.long)
+        self(ids, cache=cache, logits_to_keep=1)
+        one = ids[:, :1]
+
+        def step():
+            self(one, cache=cache, logits_to_keep=1)
+            cache.crop(context)
+
+        h, a, z = (torch.zeros(1, n, dtype=self.dtype)
+                   for n in (self.config.hidden_size, self.heads * self.head_dim, self.config.intermediate_size))
+        ops = []                                                              # (kind, matrix or module, input)
+        for L in self.layers:
+            ops += [("q/k/v", L.qkv, h)] if L.qkv is not None else [("q/k/v", m, h) for m in (L.q, L.k, L.v)]
+            ops.append(("o", L.o, a))
+            ops += [("gate/up", L.gate_up, h)] if L.gate_up is not None else [("gate/up", m, h) for m in (L.gate, L.up)]
+            ops.append(("down", L.down, z))
+        ops.append(("lm head", self.lm_head, h))
+        kinds = list(dict.fromkeys(kind for kind, _, _ in ops))
+
+        @torch.no_grad()
+        def products():
+            seconds = dict.fromkeys(kinds, 0.0)
+            for kind, op, x in ops:
+                t0 = time.perf_counter()
+                F.linear(x, op) if isinstance(op, torch.Tensor) else op(x)
+                seconds[kind] += time.perf_counter() - t0
+            return seconds
+
+        megabytes = dict.fromkeys(kinds, 0.0)
+        for kind, op, _ in ops:
+            megabytes[kind] += op.numel() * op.element_size() / 1e6 if isinstance(op, torch.Tensor) else weight_megabytes(op)
+        return step, products, megabytes
+
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.kv_heads, self.max_len, self.head_dim, self.dtype)
 
@@ -149,3 +198,33 @@ class LeanLlama(torch.nn.Module):
         keep = x if not logits_to_keep else x[-logits_to_keep:]
         logits = self.lm_head(keep).unsqueeze(0)                               # (1, m', V)
         return SimpleNamespace(logits=logits, hidden_states=(x.unsqueeze(0),) if output_hidden_states else None)
+
+
+def time_step_parts(model: LeanLlama, repeats: int = 15, warmup: int = 3, context: int = 24):
+    """Where one decode step of `model` goes: {"step": s, "products": s, kind: s for each kind of matrix product}
+    (``LeanLlama.step_parts``), each the median of `repeats` passes, the step and the products alone interleaved
+    so drift hits both alike, and {kind: MB}. "outside" = step - products: the time outside the matrix products."""
+    import statistics
+
+    from .timing import note_spread
+
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    step, products, megabytes = model.step_parts(context)
+    for _ in range(warmup):
+        step()
+        products()
+    steps, parts = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        steps.append(time.perf_counter() - t0)
+        parts.append(products())
+    totals = [sum(p.values()) for p in parts]
+    note_spread(steps)
+    note_spread(totals)
+    med = statistics.median
+    out = {"step": med(steps), "products": med(totals)}
+    out.update({kind: med(p[kind] for p in parts) for kind in megabytes})
+    out["outside"] = out["step"] - out["products"]
+    return out, megabytes

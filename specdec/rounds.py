@@ -92,17 +92,33 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     decode(prompt, k) -> (tokens, stats) with stats["seconds"] and stats["rounds"] (the notebook's loop);
     plain(prompt) -> (tokens, seconds) (``plain_decode``). First `warmup` untimed passes of plain decoding and
     every k over the first prompt (a kernel's first call at a new shape packs weights and allocates). One repeat
-    runs plain decoding and every k over all prompts, in that order, so drift hits all alike. Where decode's stats carry "propose_seconds" and
-    "verify_seconds" (``timed_decode``), "profile" holds {k: {rounds, drafted, propose_seconds, verify_seconds,
-    total_seconds}} summed over the prompts, the median of the repeats (of an even count, the mean of the two middle
-    ones, as for the plain time). Returns {"token_seconds": median seconds per plain token,
-    "round_seconds": {k: median seconds per round}, "rounds": {k: rounds per repeat}, "spread": {name: (min,
-    median, max) of the repeats' seconds}, "plain_seconds": median plain decode seconds over all prompts,
-    "decode_seconds": {k: median speculative decode seconds over all prompts}, "per_round": {k: [(drafted,
-    accepted) per round]} of the last repeat}."""
+    takes the prompts one by one and runs plain decoding and then every k on each, so that a drift of the machine's
+    speed hits plain and speculative decoding alike: their timings of one prompt lie a fraction of a second apart.
+
+    `prompts` may be a dict of named prompt lists, e.g. {"calibration": [...], "test": [...]}, and `decode` a dict
+    of decoders with the same names (or one decoder for all): the lists are then measured in one run, their prompts
+    taken in turn, and the result is {name: result} with each list's own result below, computed from its own
+    prompts only. Two uses of one machine state: a prediction fed by one list's measurements, the race of another.
+
+    Where decode's stats carry "propose_seconds" and "verify_seconds" (``timed_decode``), "profile" holds
+    {k: {rounds, drafted, propose_seconds, verify_seconds, total_seconds}} summed over the prompts, the median of
+    the repeats (of an even count, the mean of the two middle ones, as for the plain time). Returns
+    {"token_seconds": median seconds per plain token, "round_seconds": {k: median seconds per round}, "rounds":
+    {k: rounds per repeat}, "spread": {name: (min, median, max) of the repeats' seconds}, "plain_seconds": median
+    plain decode seconds over all prompts, "decode_seconds": {k: median speculative decode seconds over all
+    prompts}, "per_round": {k: [(drafted, accepted) per round]} of the last repeat}."""
     ks = list(ks)
-    if not prompts:
-        raise ValueError("prompts is empty")
+    named = isinstance(prompts, dict)
+    groups = {name: list(p) for name, p in prompts.items()} if named else {None: list(prompts)}
+    if not groups or any(not p for p in groups.values()):
+        raise ValueError(f"prompts is empty: {prompts!r}" if named else "prompts is empty")
+    if isinstance(decode, dict):
+        if not named or set(decode) != set(groups):
+            raise ValueError(f"decode: a dict of decoders needs one per named prompt list {sorted(groups, key=str)}, "
+                             f"got {sorted(decode, key=str)}")
+        decoders = decode
+    else:
+        decoders = dict.fromkeys(groups, decode)
     if not ks or any(not isinstance(k, int) or k < 1 for k in ks):
         raise ValueError(f"ks must be ints >= 1, got {ks!r}")
     if repeats < 1:
@@ -110,31 +126,49 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     if not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     for _ in range(warmup):
-        plain(prompts[0])
-        for k in ks:
-            decode(prompts[0], k)
-    plain_s, spec_s, per_round, parts = [], {k: [] for k in ks}, {}, {k: [] for k in ks}
+        for name, p in groups.items():
+            plain(p[0])
+            for k in ks:
+                decoders[name](p[0], k)
+    order = [(name, p[i]) for i in range(max(map(len, groups.values()))) for name, p in groups.items() if i < len(p)]
+    plain_s = {name: [] for name in groups}
+    spec_s = {name: {k: [] for k in ks} for name in groups}
+    parts = {name: {k: [] for k in ks} for name in groups}
+    per_round = {name: {} for name in groups}
     for _ in range(repeats):
-        plain_s.append(sum(plain(pr)[1] for pr in prompts))
-        for k in ks:
-            seconds, counts, part = 0.0, [], dict.fromkeys(PROFILE_KEYS, 0)
-            for pr in prompts:
-                _, stats = decode(pr, k)
-                seconds += stats["seconds"]
-                counts += stats["per_round"]
+        plain_r = dict.fromkeys(groups, 0.0)
+        spec_r = {name: dict.fromkeys(ks, 0.0) for name in groups}
+        part_r = {name: {k: dict.fromkeys(PROFILE_KEYS, 0) for k in ks} for name in groups}
+        counts = {name: {k: [] for k in ks} for name in groups}
+        for name, pr in order:
+            plain_r[name] += plain(pr)[1]
+            for k in ks:
+                _, stats = decoders[name](pr, k)
+                part = part_r[name][k]
+                spec_r[name][k] += stats["seconds"]
+                counts[name][k] += stats["per_round"]
                 part["rounds"] += stats["rounds"]
                 part["drafted"] += stats["drafted"]
                 part["propose_seconds"] += stats.get("propose_seconds", 0.0)
                 part["verify_seconds"] += stats.get("verify_seconds", 0.0)
                 part["total_seconds"] += stats["seconds"]
-            spec_s[k].append(seconds)
-            parts[k].append(part)
-            per_round[k] = counts
+        for name in groups:
+            plain_s[name].append(plain_r[name])
+            for k in ks:
+                spec_s[name][k].append(spec_r[name][k])
+                parts[name][k].append(part_r[name][k])
+            per_round[name] = counts[name]
+    out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], max_new_tokens * len(p))
+           for name, p in groups.items()}
+    return out if named else out[None]
+
+
+def _summary(plain_s, spec_s, parts, per_round, n_tokens):
+    """measure_rounds' result for one list of prompts from its repeats' seconds and round profiles."""
     note_spread(plain_s)                       # to an open Steadiness block (specdec.timing)
     for s in spec_s.values():
         note_spread(s)
     med = statistics.median
-    n_tokens = max_new_tokens * len(prompts)
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
     profile = {k: _median_profile(p) for k, p in parts.items()}

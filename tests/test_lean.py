@@ -9,7 +9,7 @@ import torch
 
 from specdec import kernels
 from specdec.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.lean import LeanCache, LeanLlama
+from specdec.lean import LeanCache, LeanLlama, time_step_parts
 from specdec.models import heldout_texts, padded_target
 from specdec.profiling import TERMS, attribute, profile_rounds
 from specdec.rounds import measure_rounds, plain_decode, timed_decode
@@ -95,6 +95,40 @@ def test_the_lean_model_is_a_module_whose_forwards_hooks_see(pair):
     step()                                                        # the cache is cropped back between calls
 
 
+@pytest.mark.parametrize("path", ["fp32", "int8-fbgemm"])
+def test_step_parts_read_every_matrix_once_and_leave_the_cache_as_it_was(pair, path):
+    """The products of one step read every matrix of the model once (fused or as int8 modules: the same MB as the
+    model's weights less the embedding and the norms); a step rolls its cache back, so it gives the same logits
+    each call; the split's parts add up to the step; a context the cache cannot hold is refused."""
+    target, _, _ = pair
+    big = kernels.convert(padded_target(target, 1024), path, inplace=True)
+    lean = LeanLlama(big, max_len=64)
+    step, products, megabytes = lean.step_parts(context=8)
+    assert list(megabytes) == ["q/k/v", "o", "gate/up", "down", "lm head"]
+    emb = big.model.embed_tokens.weight
+    norms = sum(p.numel() * p.element_size() for name, p in big.named_parameters() if "norm" in name) / 1e6
+    tied = big.lm_head.weight.data_ptr() == emb.data_ptr()      # counted once in the model, read twice by a step
+    want = kernels.weight_megabytes(big) - norms - (0 if tied else emb.numel() * emb.element_size() / 1e6)
+    assert sum(megabytes.values()) == pytest.approx(want, rel=1e-6)
+    seconds = products()
+    assert set(seconds) == set(megabytes) and all(s > 0 for s in seconds.values())
+    logits = []
+    hook = lean.register_forward_hook(lambda m, a, out: logits.append(out.logits.clone()))
+    step()
+    step()
+    hook.remove()
+    assert len(logits) == 2 and torch.equal(logits[0], logits[1])
+    split, mb = time_step_parts(lean, repeats=3, warmup=1, context=8)
+    assert mb == megabytes
+    assert set(split) == {"step", "products", "outside", *mb} and split["step"] > 0 and split["products"] > 0
+    assert split["outside"] == pytest.approx(split["step"] - split["products"])
+    for bad in (0, 64, 2.0):
+        with pytest.raises(ValueError, match="context"):
+            lean.step_parts(context=bad)
+    with pytest.raises(ValueError, match="repeats"):
+        time_step_parts(lean, repeats=0)
+
+
 def test_timed_decode_times_propose_and_the_forwards_after_the_prefill(pair):
     """The parts timed by timed_decode lie inside the loop's own seconds, and the prefill forward is not counted."""
     import nbformat
@@ -140,9 +174,9 @@ def test_measure_rounds_interleaves_and_takes_medians():
         return None, 0.02
 
     got = measure_rounds(decode, plain, ["a", "b"], [1, 4], max_new_tokens=10, repeats=3)
-    # one untimed warm-up pass over the first prompt, then each repeat: plain over all prompts, then every k
+    # one untimed warm-up pass over the first prompt, then each repeat: prompt by prompt, plain then every k
     assert order[:3] == [("plain", None), ("spec", 1), ("spec", 4)]
-    assert order[3:8] == [("plain", None), ("plain", None), ("spec", 1), ("spec", 1), ("spec", 4)]
+    assert order[3:9] == [("plain", None), ("spec", 1), ("spec", 4)] * 2
     assert len(order) == 3 + 3 * 6
     assert got["token_seconds"] == pytest.approx(0.04 / 20)
     assert got["round_seconds"][4] == pytest.approx(0.08 / 10, rel=1e-6)
@@ -156,6 +190,42 @@ def test_measure_rounds_interleaves_and_takes_medians():
         measure_rounds(decode, plain, ["a"], [1], 10, warmup=-1)
     with pytest.raises(ValueError, match="prompts"):
         measure_rounds(decode, plain, [], [1], 10)
+
+
+def test_measure_rounds_of_named_lists_takes_their_prompts_in_turn_and_keeps_them_apart():
+    """{"calibration": [...], "test": [...]} with a decoder each: one run, the prompts alternating between the lists
+    (then the longer list's rest), and each list's result computed from its own prompts only."""
+    order = []
+
+    def decoder(name, cost):
+        def decode(prompt, k):
+            order.append((name, prompt, k))
+            return None, {"seconds": cost * k, "rounds": 2, "drafted": 2 * k, "per_round": [(k, k)] * 2}
+        return decode
+
+    def plain(prompt):
+        order.append(("plain", prompt, None))
+        return None, 0.5 if prompt.startswith("c") else 0.25
+
+    got = measure_rounds({"calibration": decoder("cal", 1.0), "test": decoder("test", 2.0)}, plain,
+                         {"calibration": ["c1", "c2"], "test": ["t1", "t2", "t3"]}, [1, 2], max_new_tokens=4,
+                         repeats=1, warmup=0)
+    assert [p for p, _, k in ((o[1], o[0], o[2]) for o in order) if k is None] == ["c1", "t1", "c2", "t2", "t3"]
+    assert order[:3] == [("plain", "c1", None), ("cal", "c1", 1), ("cal", "c1", 2)]
+    assert order[3:6] == [("plain", "t1", None), ("test", "t1", 1), ("test", "t1", 2)]
+    assert set(got) == {"calibration", "test"}
+    assert got["calibration"]["plain_seconds"] == pytest.approx(1.0) and got["test"]["plain_seconds"] == pytest.approx(0.75)
+    assert got["calibration"]["token_seconds"] == pytest.approx(1.0 / 8)
+    assert got["test"]["decode_seconds"] == {1: pytest.approx(6.0), 2: pytest.approx(12.0)}
+    assert got["test"]["rounds"] == {1: 6, 2: 6} and got["calibration"]["rounds"] == {1: 4, 2: 4}
+    one = measure_rounds(decoder("x", 1.0), plain, {"a": ["c1"], "b": ["t1"]}, [1], 4, repeats=1, warmup=0)
+    assert one["a"]["plain_seconds"] == pytest.approx(0.5) and one["b"]["plain_seconds"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="one per named prompt list"):
+        measure_rounds({"a": decoder("x", 1.0)}, plain, {"a": ["c1"], "b": ["t1"]}, [1], 4)
+    with pytest.raises(ValueError, match="one per named prompt list"):
+        measure_rounds({"a": decoder("x", 1.0)}, plain, ["c1"], [1], 4)
+    with pytest.raises(ValueError, match="prompts is empty"):
+        measure_rounds(decoder("x", 1.0), plain, {"a": ["c1"], "b": []}, [1], 4)
 
 
 def test_measure_rounds_profiles_the_median_repeat_as_it_times_plain_decoding():
