@@ -13,7 +13,10 @@ standard output:
   (end-of-text ignored), ``repeats`` times, the engines taking turns within each repeat (one warm-up each first).
   Answers per engine and batch every repeat's wall seconds, the token ids of the first repeat, and the
   speculative-decoding lines of vLLM's Prometheus registry before and after that batch, as its /metrics would
-  print them (the registry is one for the process: sweep one speculative engine at a time to read them).
+  print them (the registry is one for the process: sweep one speculative engine at a time to read them). With
+  ``"prefill": true``, each repeat also generates one token of the same batch with every engine, in turn, and
+  answers those seconds as "prefill_seconds" (the prompts' prefill and the first token: what a longer generation
+  spends before it decodes; the counters then include those runs' drafts too).
 - ``{"op": "drop", "name": str}`` frees an engine; ``{"op": "exit"}`` ends the worker.
 
 Imports vLLM and the standard library only. specdec/vllm_client.py drives it from the notebook.
@@ -71,11 +74,15 @@ class Worker:
         for name in names:
             self.engines[name].generate(prompts[:1], params, use_tqdm=False)          # warm-up
         out = {name: {} for name in names}
+        one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
+        prefill = bool(req.get("prefill", False))
         for B in req["batches"]:
             batch = [prompts[i % len(prompts)] for i in range(int(B))]
             before = metrics_text()
             for name in names:
                 out[name][str(B)] = {"seconds": [], "tokens": None, "metrics_before": before}
+                if prefill:
+                    out[name][str(B)]["prefill_seconds"] = []
             for _ in range(int(req.get("repeats", 1))):
                 for name in names:
                     t = time.perf_counter()
@@ -83,6 +90,10 @@ class Worker:
                     out[name][str(B)]["seconds"].append(time.perf_counter() - t)
                     if out[name][str(B)]["tokens"] is None:
                         out[name][str(B)]["tokens"] = [list(o.outputs[0].token_ids) for o in outs]
+                for name in names if prefill else ():
+                    t = time.perf_counter()
+                    self.engines[name].generate(batch, one, use_tqdm=False)
+                    out[name][str(B)]["prefill_seconds"].append(time.perf_counter() - t)
             after = metrics_text()
             for name in names:
                 out[name][str(B)]["metrics_after"] = after

@@ -75,17 +75,21 @@ class VllmWorker:
                          "k": int(k), "schedule": schedule, "max_num_seqs": int(max_num_seqs), "threads": self.threads,
                          **extra})
 
-    def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0):
-        """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved.
-        Each run's repeats are told to an open Steadiness block (specdec.timing.note_spread)."""
+    def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0, prefill=False):
+        """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved;
+        with `prefill`, also "prefill_seconds": each repeat's one-token generation of the same batch (see
+        specdec/vllm_bench.py). Each run's repeats are told to an open Steadiness block (specdec.timing.note_spread)."""
         from .timing import note_spread
         out = self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
                         "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
-                        "repeats": int(repeats)}, timeout)
+                        "repeats": int(repeats), "prefill": bool(prefill)}, timeout)
         for runs in out.values():
             for run in runs.values():
                 note_spread(run["seconds"])
+                if prefill:
+                    note_spread(run["prefill_seconds"])
         return out
+
 
     def drop(self, name):
         return self.ask({"op": "drop", "name": name})
@@ -104,3 +108,17 @@ class VllmWorker:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def decode_seconds(run, new_tokens):
+    """Seconds per decoded token after the first, from a sweep run with prefill: (median seconds of the
+    `new_tokens`-token generation - median seconds of the one-token generation) / (new_tokens - 1). The prefill
+    (every prompt token of the batch through the model) is the same work with and without speculation, and at a
+    large batch it outweighs a short generation's decoding; a step's price must leave it out."""
+    import statistics
+
+    if new_tokens < 2:
+        raise ValueError(f"new_tokens must be >= 2 to leave a decoded token after the first, got {new_tokens!r}")
+    if not run.get("prefill_seconds"):
+        raise ValueError("run has no prefill_seconds: sweep it with prefill=True")
+    return (statistics.median(run["seconds"]) - statistics.median(run["prefill_seconds"])) / (new_tokens - 1)

@@ -129,7 +129,7 @@ def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
     need("vllm")
     from specdec.decoding import greedy_generate
     from specdec.models import padded_target
-    from specdec.vllm_client import VllmWorker
+    from specdec.vllm_client import VllmWorker, decode_seconds
 
     target, _, tokenizer = pair
     padded = padded_target(target, VLLM_PAD_WIDTH)
@@ -145,7 +145,25 @@ def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
             for name in ("plain", "spec"):
                 assert got[name]["1"]["tokens"][0] == expected, f"vLLM {name}: greedy tokens differ from transformers'"
         assert "vllm:spec_decode_num_drafts" in got["spec"]["1"]["metrics_after"]
+        timed = vw.sweep(["plain", "spec"], prompts[:1], [1], 24, repeats=2, prefill=True)
+        for name in ("plain", "spec"):
+            run = timed[name]["1"]
+            assert len(run["prefill_seconds"]) == 2 and all(s > 0 for s in run["prefill_seconds"])
+            assert max(run["prefill_seconds"]) < min(run["seconds"]), f"vLLM {name}: one token took as long as 24"
+            assert decode_seconds(run, 24) > 0
     assert _gone(pid), f"the vLLM worker (pid {pid}) still running after the block"
+
+
+def test_decode_seconds_leaves_the_prefill_out():
+    """(median of the long generation - median of the one-token one) / (new tokens - 1); bad input names itself."""
+    from specdec.vllm_client import decode_seconds
+
+    run = {"seconds": [1.3, 1.2, 5.0], "prefill_seconds": [0.2, 0.3, 0.25]}
+    assert decode_seconds(run, 11) == pytest.approx((1.3 - 0.25) / 10)
+    with pytest.raises(ValueError, match="new_tokens"):
+        decode_seconds(run, 1)
+    with pytest.raises(ValueError, match="prefill_seconds"):
+        decode_seconds({"seconds": [1.0]}, 4)
 
 
 def test_the_load_generator_is_poisson_bounded_and_local():
