@@ -137,7 +137,6 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     per_round = {name: {} for name in groups}
     for _ in range(repeats):
         plain_r = dict.fromkeys(groups, 0.0)
-        spec_r = {name: dict.fromkeys(ks, 0.0) for name in groups}
         part_r = {name: {k: dict.fromkeys(PROFILE_KEYS, 0) for k in ks} for name in groups}
         counts = {name: {k: [] for k in ks} for name in groups}
         for name, pr in order:
@@ -145,7 +144,6 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
             for k in ks:
                 _, stats = decoders[name](pr, k)
                 part = part_r[name][k]
-                spec_r[name][k] += stats["seconds"]
                 counts[name][k] += stats["per_round"]
                 part["rounds"] += stats["rounds"]
                 part["drafted"] += stats["drafted"]
@@ -155,7 +153,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
         for name in groups:
             plain_s[name].append(plain_r[name])
             for k in ks:
-                spec_s[name][k].append(spec_r[name][k])
+                spec_s[name][k].append(part_r[name][k]["total_seconds"])
                 parts[name][k].append(part_r[name][k])
             per_round[name] = counts[name]
     out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], max_new_tokens * len(p))

@@ -90,7 +90,6 @@ class VllmWorker:
                     note_spread(run["prefill_seconds"])
         return out
 
-
     def drop(self, name):
         return self.ask({"op": "drop", "name": name})
 
