@@ -319,7 +319,9 @@ def early_releases(names, policy, notebooks=None, now=None):
     """[(name, earlier, closes)] for each named assignment whose given cells restate answers of an `earlier`
     assignment that still accepts submissions at `now` (its due date plus grace, `closes`, is still ahead):
     releasing it would hand those answers out. notebooks: {name: solution notebook} (default: solutions/).
-    An earlier assignment without a due date closes never in this sense: it has no window to protect."""
+    An earlier assignment without a due date closes never in this sense: it has no window to protect.
+    Run by `python -m autograde release` and by the classroom's nbgrader release (classroom/exchange.py, OrderedRelease:
+    formgrader's Release button, `nbgrader release_assignment`)."""
     import nbformat
 
     from autograde.given import KEY, _path, given_cells

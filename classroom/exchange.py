@@ -1,5 +1,6 @@
-"""nbgrader's submit and collect for the classroom (installed into the classroom environment as
-specdec_classroom_exchange.py; nbgrader_config.py there sets c.ExchangeFactory.submit and .collect to them).
+"""nbgrader's submit, collect and release for the classroom (installed into the classroom environment as
+specdec_classroom_exchange.py; nbgrader_config.py there sets c.ExchangeFactory.submit, .collect and
+.release_assignment to them).
 
 nbgrader 0.9.6 leaves each submission in the exchange's inbound/ with mode 0777 (folder) and 0644
 (files), "hidden from other users by the timestamp": any student who learns the path can read,
@@ -14,6 +15,11 @@ follows as the instructor (into solutions/). PrivateSubmit refuses a student id 
 own (a courtesy: a learner runs it in their own process); CheckedCollect is the check that holds: it runs as
 the instructor and moves every inbound/ entry that is not a plain folder of plain files owned by the learner it
 names into the course folder's forged/, with an error naming who made it, before collecting.
+
+Release order: a later notebook restates earlier assignments' graded answers in its locked given cells (their
+`given_from` metadata). OrderedRelease, behind formgrader's Release button and `nbgrader release_assignment`,
+refuses such a notebook while an assignment it restates still accepts submissions (due date plus grace in the
+course folder's course.toml), as `python -m autograde release` does; OrderedRelease.force_early releases it anyway.
 """
 import grp
 import os
@@ -21,10 +27,14 @@ import pwd
 import shutil
 import stat
 import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import get_osusername
+from traitlets import Bool
 
 
 class PrivateSubmit(ExchangeSubmit):
@@ -129,3 +139,49 @@ class CheckedCollect(ExchangeCollect):
                 self.log.error(f"refused the submission {path}: {why}; it stays in inbound/ ({exc.strerror}): "
                                f"remove it as root (sudo rm -r '{path}') and collect again")
         return left
+
+
+class OrderedRelease(ExchangeReleaseAssignment):
+    """nbgrader's release, refused (ExchangeError, logged) before anything reaches the exchange while an assignment
+    whose answers the notebook restates still accepts submissions. Runs as the instructor, in the course folder
+    (CourseDirectory.root: its course.toml and the course's autograde package, PYTHONPATH)."""
+    force_early = Bool(False, help="release a notebook even while an assignment it restates is open (a warning "
+                                   "names it)").tag(config=True)
+
+    def init_src(self):
+        super().init_src()
+        self.check_order()
+
+    def check_order(self):
+        """Fail naming what the released notebooks restate and when that closes; with force_early, warn."""
+        name, root = self.coursedir.assignment_id, os.path.abspath(self.coursedir.root)
+        try:
+            import nbformat
+
+            from autograde.deadlines import PolicyError, describe_early, early_releases, load_policy
+        except ImportError as exc:
+            self.fail(f"{name} not released: the release order cannot be checked without the course's autograde "
+                      f"package ({exc}); run nbgrader with PYTHONPATH={root}")
+        source = Path(self.coursedir.format_path(self.coursedir.source_directory, ".", name))
+        known = (sorted(p.name for p in source.parent.iterdir() if any(p.glob("*.ipynb")))
+                 if source.parent.is_dir() else None)
+        try:
+            policy = load_policy(Path(root) / "course.toml", known=known)
+        except PolicyError as exc:
+            self.fail(f"{name} not released: {exc}")
+        cells = []          # the given cells of what goes out, and of its source (should a release drop metadata)
+        for path in sorted(Path(self.src_path).glob("*.ipynb")) + sorted(source.glob("*.ipynb")):
+            try:
+                cells += nbformat.read(str(path), as_version=4).cells
+            except Exception as exc:        # nbformat raises several kinds for a broken file
+                self.fail(f"{name} not released: {path} is not a readable notebook ({exc})")
+        early = early_releases([name], policy, {name: nbformat.from_dict({"cells": cells})},
+                               now=datetime.now(timezone.utc))
+        if early and not self.force_early:
+            self.fail(f"not released: {describe_early(early, policy)}. Learners would get those answers before the "
+                      f"deadline: release it after that, or force it with `nbgrader release_assignment {name} "
+                      f"--OrderedRelease.force_early=True` (formgrader's Release button: "
+                      f"c.OrderedRelease.force_early = True in {root}/nbgrader_config.py, then False again)")
+        for _, origin, closes in early:
+            self.log.warning(f"releasing {name} while {origin} accepts submissions until {closes:%Y-%m-%d %H:%M} UTC "
+                             f"(OrderedRelease.force_early)")

@@ -340,7 +340,8 @@ class Classroom(HubControl, HubClient):
     def _environment(self):
         """PREFIX/python: a copy of the course's interpreter (the one its .venv was made from) that every
         user can run; PREFIX/venv: a venv on it holding the .venv's packages (hard links where the file
-        system allows); PREFIX/course-lib: specdec/ and data/ for the learners' kernels."""
+        system allows); PREFIX/course-lib: specdec/ and data/ for the learners' kernels, and the classroom's
+        exchange classes (classroom/exchange.py, written again on every `up`)."""
         venv = self.prefix / "venv"
         if self.python.exists() and (self.prefix / ".complete").exists():
             log(f"reusing the classroom environment {self.prefix}")
@@ -378,7 +379,6 @@ class Classroom(HubControl, HubClient):
             lib.mkdir()
             for name in ("specdec", "data"):
                 shutil.copytree(REPO / name, lib / name, ignore=shutil.ignore_patterns("__pycache__"))
-            shutil.copy(REPO / "classroom" / "exchange.py", lib / f"{EXCHANGE_MODULE}.py")
             (site / "specdec_classroom.pth").write_text(str(lib) + "\n")
             _run(["chmod", "-R", "a+rX", str(self.prefix)])
             # proof that an unprivileged user (nobody, 65534) can run it
@@ -391,9 +391,18 @@ class Classroom(HubControl, HubClient):
             (self.prefix / ".complete").write_text("built from " + str(src) + "\n")
             log(f"built the classroom environment {self.prefix} (a copy of {sys.base_prefix}'s interpreter "
                 f"and the course's .venv packages) in {time.monotonic() - t0:.0f} s")
+        # the exchange classes the config below names, from this checkout also when the environment is reused
+        _write_new(self.prefix / "course-lib" / f"{EXCHANGE_MODULE}.py",
+                   (REPO / "classroom" / "exchange.py").read_text())
         # every server and nbgrader command of this environment finds the exchange through this file
-        cfg = venv / "etc" / "jupyter" / "nbgrader_config.py"
-        _write_new(cfg, 
+        _write_new(venv / "etc" / "jupyter" / "nbgrader_config.py", self.nbgrader_config())
+        # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
+        _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
+
+    def nbgrader_config(self):
+        """The classroom environment's nbgrader_config.py (PREFIX/venv/etc/jupyter/): the exchange and its classes."""
+        return (
             "# written by `python -m classroom up`: the classroom's nbgrader exchange\n"
             "c = get_config()\n"
             f"c.CourseDirectory.course_id = {self.course!r}\n"
@@ -402,10 +411,11 @@ class Classroom(HubControl, HubClient):
             "# submissions readable by the course's graders only (nbgrader's default: 0777 folders, 0644 files)\n"
             f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n"
             "# collect refuses (moves to the course folder's forged/) what a learner put in inbound/ in another's name\n"
-            f"c.ExchangeFactory.collect = '{EXCHANGE_MODULE}.CheckedCollect'\n")
-        # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
-        _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
-            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
+            f"c.ExchangeFactory.collect = '{EXCHANGE_MODULE}.CheckedCollect'\n"
+            "# release (formgrader's Release button, `nbgrader release_assignment`) refuses a notebook that\n"
+            "# restates answers of an assignment still open in the course folder's course.toml (docs/classroom.md,\n"
+            "# Release order); OrderedRelease.force_early = True releases it anyway\n"
+            f"c.ExchangeFactory.release_assignment = '{EXCHANGE_MODULE}.OrderedRelease'\n")
 
     def _course_folder(self):
         """ROOT/course: the instructor's nbgrader course (solutions, gradebook): instructor and group

@@ -6,7 +6,8 @@ work through the REST APIs, one who works in Chromium), the classroom environmen
 a free port of 127.0.0.1 with configurable-http-proxy. All of it is removed at teardown, also when a
 test fails. The tests run in file order and build on each other:
 
-  the instructor releases 03_acceptance_math through formgrader's API (the hub service);
+  the instructor releases 03_acceptance_math through formgrader's API (the hub service); with 07 open in the
+  course file, formgrader refuses 08 (which restates 07's answers) with the reason, releases it when forced;
   each student's own single-user server (started by the hub) fetches it, the student's notebook is
   filled (correct / partial / blank) through the contents API and submitted through nbgrader's
   server extension; a fourth student does the same in Chromium (Assignment List, Fetch, run,
@@ -393,6 +394,45 @@ def test_the_instructor_releases_the_assignment_through_formgrader(room):
         formgrader(room, TOKENS[f"{TAG}-blank"], "/assignments")
     assert err.value.code == 403
     DONE.add("release")
+
+
+def test_formgrader_refuses_a_notebook_that_restates_an_open_assignment_and_releases_it_when_forced(room):
+    """Release order (docs/classroom.md): with 07 open in the course folder's course.toml, formgrader's Release of 08
+    (its given cells restate 07's answers) is refused with the reason; c.OrderedRelease.force_early = True in the
+    course folder's nbgrader_config.py releases it, False refuses again. Then 08 is unreleased: the class goes on."""
+    need("release")
+    import datetime as dt
+
+    token = TOKENS[INSTRUCTOR]
+    early, origin = "08_break_even_acceptance", "07_batch_crossover"
+    toml, config = room.course_dir / "course.toml", room.course_dir / "nbgrader_config.py"
+    before = toml.read_text(), config.read_text()
+    closes = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=2)).replace(microsecond=0)
+
+    def release():
+        return room.api(f"/services/{COURSE_ID}/formgrader/api/assignment/{early}/release", "POST", {}, token=token)
+
+    refusal = (f"not released: {early} restates answers of {origin}, which accepts submissions until "
+               f"{closes:%Y-%m-%d %H:%M} UTC")
+    try:
+        toml.write_text(f"[assignments.{origin}]\ndue = {closes.isoformat()}\n")      # (root keeps owner and mode)
+        result = release()
+        assert result["success"] is False and refusal in result["log"], result
+        assert "--OrderedRelease.force_early=True" in result["log"]
+        assert not (room.exchange / COURSE_ID / "outbound" / early).exists()
+        config.write_text(before[1] + "c.OrderedRelease.force_early = True\n")
+        result = release()
+        assert result["success"], result
+        assert f"releasing {early} while {origin} accepts submissions until" in result["log"], result
+        assert (room.exchange / COURSE_ID / "outbound" / early / f"{early}.ipynb").is_file()
+        config.write_text(before[1] + "c.OrderedRelease.force_early = False\n")
+        result = release()
+        assert result["success"] is False and refusal in result["log"], result
+    finally:
+        toml.write_text(before[0])
+        config.write_text(before[1])
+    formgrader(room, token, f"/assignment/{early}/unrelease", "POST")
+    assert not (room.exchange / COURSE_ID / "outbound" / early).exists()
 
 
 SUBMITTED = {}
