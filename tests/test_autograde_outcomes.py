@@ -164,7 +164,7 @@ def test_an_exception_in_a_hidden_rule_is_named_by_type_in_the_hint_and_never_by
 
 
 def test_a_part_without_code_of_its_own_names_the_parts_its_test_runs():
-    """09's Part C only checks that Parts A and B decode exactly: an unwritten Part A is not Part C's to write."""
+    """09's Part E only checks that Parts C and D decode exactly: an unwritten Part C is not Part E's to write."""
     source = '"""g decodes exactly."""\nassert g(f(1)) == 1\n'
     test_c = TestCell("test_c", 2.0, source)
     parts = [Part("Part A", "f", [TEST], ["f"]), Part("Part B", "g", [], ["g", "h"]), Part("Part C", "exact", [test_c], [])]
