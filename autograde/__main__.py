@@ -5,6 +5,7 @@
   python -m autograde class ASSIGNMENT SUBMISSIONS     an instructor: grade a class, feedback, grades CSV
   python -m autograde class-insights ASSIGNMENT [DIR]  an instructor: the class's own measurements, plotted
   python -m autograde release [ASSIGNMENT ...]         regenerate notebooks/ from solutions/
+  python -m autograde load                             what each notebook asks of a learner (autograde/learner_load.py)
 """
 import argparse
 import sys
@@ -42,6 +43,7 @@ def main(argv=None):
                        help="also run the course's cells that only measure this machine (tagged `measures`; by "
                             "default grading does not run them: timings are never graded)")
 
+    sub.add_parser("load", help="words, visible code lines and points per notebook; the README's minutes estimated")
     sub.add_parser("workspace", help="set up or refresh your workspace (my-work/) from the course's notebooks, "
                                      "never overwriting your copies, and fill the local exchange (make lab runs this)")
 
@@ -99,6 +101,10 @@ def main(argv=None):
             return 2
         for name in names:
             print(f"released {name} -> notebooks/{name}/")
+        return 0
+    if args.command == "load":
+        from autograde.learner_load import report
+        print(report())
         return 0
     if args.command == "workspace":
         from autograde.release import publish
