@@ -738,7 +738,12 @@ WRONG += [
            ("        for child in (i for i in range(N) if parents[i] == node):",
             "        u = float(torch.rand(1, generator=generator))\n        for child in (i for i in range(N) if parents[i] == node):"),
            ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:")),
-         first="test_verify_tree_sampled_distribution"),
+         first="test_verify_tree_sampled_distribution_draws"),
+    Case("09", "verify_tree_sampled", "one uniform draw per round, shared by every child tried at every node",
+         P("09", "verify_tree_sampled",
+           ("    path, node = [], -1\n", "    path, node = [], -1\n    u = float(torch.rand(1, generator=generator))\n"),
+           ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:")),
+         first="test_verify_tree_sampled_distribution_draws"),
     Case("09", "verify_tree_sampled", "the residual from p, not from p' - q (not chained)",
          P("09", "verify_tree_sampled", ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)")),
          first="test_verify_tree_sampled_distribution"),
@@ -821,6 +826,12 @@ def verify_tree_greedy(parents, tokens, target_next):
         node = match[0]
         path.append(node)
 '''),
+    Case("09", "verify_tree_sampled", "one uniform per child, a node's drawn all at once before its children are tried",
+         P("09", "verify_tree_sampled",
+           ("        for child in (i for i in range(N) if parents[i] == node):      # tried in index order\n",
+            "        kids = [i for i in range(N) if parents[i] == node]\n"
+            "        for child, u in zip(kids, torch.rand(len(kids), generator=generator).tolist()):\n"),
+           ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:"))),
     Case("09", "verify_tree_sampled", "recursive, in float64 numpy, the next token by torch.multinomial", '''
 def verify_tree_sampled(parents, tokens, p, q, generator=None):
     par, tok = [int(a) for a in parents], [int(t) for t in tokens]
