@@ -91,7 +91,7 @@ test-fast: $(STAMP)
 # venv (about 5 minutes, 3.5 GB) and the padded target it loads; all in ~/.cache/specdec-engines (SPECDEC_ENGINES),
 # reused while the versions are the same
 engines: $(STAMP) $(CMAKE)
-	$(BIN)/python -m specdec.engines
+	$(BIN)/python -m specdec.engines.install
 
 # instructors: regenerate the learner notebooks in notebooks/ from solutions/
 release: $(STAMP)

@@ -1,14 +1,14 @@
 """`python -m autograde class-insights ASSIGNMENT [SUBMISSIONS]`: the class's own measurements.
 
 Each speed notebook (05, 09, 10) saves what the learner's machine measured in my_measurements.json beside the
-notebook (specdec/insights.py); it travels with the submission. This collects the files of every student,
+notebook (specdec/measure/my_measurements.py); it travels with the submission. This collects the files of every student,
 names the missing and malformed ones, prints a line per student and writes a plot of the class.
 """
 from pathlib import Path
 
 from autograde import WORK, assignments
 from autograde.grade_class import inbound_attempts
-from specdec.insights import FILE, class_points, load, plot_class
+from specdec.measure.my_measurements import FILE, class_points, load, plot_class
 
 
 def resolve(assignment):

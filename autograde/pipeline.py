@@ -14,7 +14,7 @@ import nbformat
 from autograde.repair import normalize
 from autograde.outcomes import outcomes
 from autograde.records import RunRecord
-from specdec.insights import FILE as INSIGHTS_FILE
+from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
 REASON_CHARS = 300            # a grader failure is reported in one line of at most this length
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from autograde import COURSE_ID, EXCHANGE, NOTEBOOKS, REPO, WORK, assignments, tool_env
 from autograde.given import write as write_given
-from specdec.insights import FILE as INSIGHTS_FILE
+from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
 __all__ = ["release", "publish", "copy_notebook_folder", "tool_env", "RELEASE_IGNORE"]
 
-# nbgrader's own defaults, and the measurements file a notebook writes beside itself (specdec/insights.py)
+# nbgrader's own defaults, and the measurements file a notebook writes beside itself (specdec/measure/my_measurements.py)
 RELEASE_IGNORE = (".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", INSIGHTS_FILE)
 
 

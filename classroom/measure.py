@@ -95,7 +95,7 @@ def main(argv=None):
             "rss_median": round(statistics.median(m[1] for m in mem.values()), 1),
             "pss_total": round(sum(m[0] for m in mem.values()), 1)}
         kernel = room.run_as(students[0], ["-c", (
-            "import torch, numpy, matplotlib.pyplot, ipykernel, specdec, specdec.models\n"
+            "import torch, numpy, matplotlib.pyplot, ipykernel, specdec, specdec.core.models\n"
             "for l in open('/proc/self/smaps_rollup'):\n"
             "    if l.startswith(('Rss:', 'Pss:')): print(l.split()[0], int(l.split()[1]) // 1024)")])
         out["kernel_imports_mib"] = kernel.stdout.split() if kernel.returncode == 0 else kernel.stderr[-500:]

@@ -1,5 +1,5 @@
 """The model card, data/models/README.md: what the pair's report (training.json) and the drafters' report
-(drafters.json) say, in prose and tables. specdec.train_pair and specdec.train_drafters write it after a run."""
+(drafters.json) say, in prose and tables. specdec.training.train_pair and specdec.training.train_drafters write it after a run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .corpus import portable_path
+from specdec.training.corpus import portable_path
 
 
 def file_sha256(path: Path) -> str:
@@ -28,7 +28,7 @@ The draft was trained both ways against the same shipped target, with the same s
 | cross-entropy, same tokens | 1,843,200 | 0.571 | 0.423 | 0.814 | 3.638 / 4.871 / 0.873 | 0.682 / 0.601 / 0.905 |
 | cross-entropy, same CPU time | 3,686,400 | 0.562 | 0.443 | 0.823 | 3.014 / 3.997 / 0.741 | 0.674 / 0.561 / 0.937 |
 
-`python -m specdec.train --target-from data/models --draft-loss ce [--draft-steps 900] --out runs/ce`
+`python -m specdec.training.train --target-from data/models --draft-loss ce [--draft-steps 900] --out runs/ce`
 gives the last two rows. Distillation lifts greedy α by 0.06–0.18 and is kept. Note the last row:
 at these budgets a 0.6 M-parameter draft trained on twice the tokens reaches a *lower* held-out
 loss than the 5.3 M target, yet agrees with it less. α measures agreement with the target, not
@@ -41,7 +41,7 @@ training, plus evaluation.
 ## Copying (measured; the reason prompt lookup gains little with this target)
 
 Teacher-forced on 32 held-out copy-with-edit rows per domain (seed 0) (a 128-token window, a blank line, the
-same window with 1–3 tokens replaced; `specdec.train.copy_skill`): how often the target's argmax is the
+same window with 1–3 tokens replaced; `specdec.training.train.copy_skill`): how often the target's argmax is the
 token that repeats the first copy, at the positions where it does.
 
 | target | code | prose | json |
@@ -89,7 +89,7 @@ def drafter_card(d: dict) -> str:
         return (f"held-out loss {last[1]:.3f} at step {last[0]} ({100 * (last[1] - ref[1]) / ref[1]:+.1f} % over "
                 f"the last {last[0] - ref[0]} steps), α {last[2]:.3f}")
     flat = "\n".join(f"- {name(k)}: {tail(v['curve'])}" for k, v in dr.items())
-    from .drafters import RETRAIN_DRAFTERS
+    from specdec.core.drafters import RETRAIN_DRAFTERS
 
     runs = "\n".join(f"{name(k)}: `{v.get('command', d['command'])}`" + ("  " if i + 1 < len(dr) else "")
                      for i, (k, v) in enumerate(dr.items()))
@@ -122,7 +122,7 @@ Two drafters that read the target's last hidden state h_t (after its final norm,
 the target's logits) and reuse the target's own LM head (EAGLE also its token embeddings): they add
 only their own weights, stored in fp16 in `medusa/` and `eagle/` with a `config.json` that records the
 target they were trained for. Load them bound to a target (any dtype; the padded targets of
-`specdec.models.padded_target` have the same hidden states) with `specdec.drafters.load_medusa(target)` and
+`specdec.core.models.padded_target` have the same hidden states) with `specdec.core.drafters.load_medusa(target)` and
 `load_eagle(target)`; `MedusaProposer` and `EagleProposer` draft for the notebooks' decoding loop.
 
 - **Medusa heads** ({med.get('n_heads', '?')}): head i maps h_t to `lm_head(h_t + SiLU(W_i h_t + b_i))`, a guess at token
@@ -166,8 +166,8 @@ At the end of each run:
 α: greedy, teacher-forced on the texts of `heldout.json`: the fraction of positions where the drafter's
 first prediction (Medusa head 1, EAGLE fed the target's true state) is the target's argmax. τ: tokens
 per target forward of greedy speculative decoding with k = {d['k']} drafts per round, {d['tau_prompts']} held-out prompts
-of 32 tokens per domain (seed {d['seed']}), {d['tau_tokens']} new tokens each (`specdec.drafters.greedy_tau`).
-Early exit: `specdec.models.early_exit_draft(target, n)`, the target's first n layers + its norm and head.
+of 32 tokens per domain (seed {d['seed']}), {d['tau_tokens']} new tokens each (`specdec.core.drafters.greedy_tau`).
+Early exit: `specdec.core.models.early_exit_draft(target, n)`, the target's first n layers + its norm and head.
 
 | drafter | parameters added | {' | '.join(f'{dom} α | {dom} τ' for dom in domains)} |
 |---|---|{'---|---|' * len(domains)}
@@ -210,8 +210,8 @@ def model_card(r: dict, drafters: dict | None = None) -> str:
 
 Two Llama-style causal language models (`LlamaForCausalLM`) that share one tokenizer, trained
 by this repository on this machine (2 CPU cores), so that notebooks 02–06 have a real target and
-a real draft offline. Load them with `specdec.models.load_pair()`; held-out text per domain is
-in `heldout.json` (`specdec.models.load_heldout()`).
+a real draft offline. Load them with `specdec.core.models.load_pair()`; held-out text per domain is
+in `heldout.json` (`specdec.core.models.load_heldout()`).
 
 | model | parameters | architecture | trained on | tokens | disk (fp16) |
 |---|---|---|---|---|---|
@@ -249,7 +249,7 @@ The loss log is `train_log.csv`; every number here is also in `training.json`.
 
 ## Corpus
 
-Built at run time by `specdec.corpus` from Python {v['python']} (its standard library, `sysconfig.get_paths()["stdlib"]`,
+Built at run time by `specdec.training.corpus` from Python {v['python']} (its standard library, `sysconfig.get_paths()["stdlib"]`,
 i.e. `{portable_path(v["stdlib"])}`); nothing is downloaded.
 A document is held out when a hash of its name says so (about 3 % of code files, 10 % of prose
 chunks and JSON records).

@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 def pair():
     """The shipped pair (data/models): (target, draft, tokenizer), loaded once per run. Tests read it; one that
     changes a model works on a copy (copy.deepcopy)."""
-    from specdec.models import load_pair
+    from specdec.core.models import load_pair
 
     return load_pair()
 

@@ -50,7 +50,7 @@ class SavedOutputsValidator(RecordingValidator):
 # tests/test_browser.py fills it (Run All in JupyterLab, then File > Save); tests/test_notebooks.py judges
 # those outputs instead of executing the notebook a second time, and executes it itself when it is absent.
 EXECUTED = {}
-MEASUREMENTS = {}       # name -> the my_measurements.json its browser run wrote (specdec/insights.py)
+MEASUREMENTS = {}       # name -> the my_measurements.json its browser run wrote (specdec/measure/my_measurements.py)
 SESSION_START = time.time()      # a file older than this was not written by this test run
 
 

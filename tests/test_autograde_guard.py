@@ -8,7 +8,7 @@ from autograde import guard_kernel
 
 SETUP = '''import math
 import numpy as np
-from specdec.decoding import ForwardCounter, greedy_generate
+from specdec.core.decoding import ForwardCounter, greedy_generate
 from specdec.tables import Hardware
 hardware = {"H100": Hardware("H100", 80e9, 3.35e12, 989.4e12, True, "datasheet")}
 limits = [1, 2, 3]
@@ -21,8 +21,8 @@ class Model:
 
 model = Model()
 '''
-TEST = '''assert greedy_generate.__module__ == "specdec.decoding", "rule: reference"
-assert ForwardCounter.__module__ == "specdec.decoding", "rule: counter"
+TEST = '''assert greedy_generate.__module__ == "specdec.core.decoding", "rule: reference"
+assert ForwardCounter.__module__ == "specdec.core.decoding", "rule: counter"
 assert hardware["H100"].bandwidth_bytes_per_s == 3.35e12, "rule: data"
 assert limits == [1, 2, 3], "rule: data"
 assert model.step() == "real", "rule: method"
@@ -46,10 +46,10 @@ FORMS = {
     "class": "class ForwardCounter:\n    calls = 0\n    def __init__(self, model): pass\n"
              "    def __enter__(self): return self\n    def __exit__(self, *a): return False",
     "import as": "import random as greedy_generate",
-    "from-import of another object": "from specdec.decoding import sample as greedy_generate",
+    "from-import of another object": "from specdec.core.decoding import sample as greedy_generate",
     "globals()[...]": "globals()['greedy_generate'] = print",
     "global inside a function": "def _cheat():\n    global ForwardCounter\n    ForwardCounter = object\n_cheat()",
-    "module attribute": "import specdec.decoding\nspecdec.decoding.greedy_generate = print",
+    "module attribute": "import specdec.core.decoding\nspecdec.core.decoding.greedy_generate = print",
     "class attribute": "ForwardCounter.__exit__ = lambda *a: True",
     "data contents": "hardware['H100'] = Hardware('H100', 80e9, 99e12, 989.4e12, True, 'mine')",
     "list contents": "limits.append(4)",
@@ -59,15 +59,15 @@ FORMS = {
 
 @pytest.mark.parametrize("form", FORMS)
 def test_every_form_of_rebinding_fails_the_test_and_is_undone(form):
-    import specdec.decoding
-    real = specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")
+    import specdec.core.decoding
+    real = specdec.core.decoding.greedy_generate, specdec.core.decoding.ForwardCounter.__dict__.get("__exit__")
     ns, locked = _notebook(FORMS[form])
     failure = guard_kernel.run_test_cell(TEST, ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError", (form, failure)
     assert "Before this test" in failure[1] and "new names" in failure[1], failure
     # everything is back: the next test passes, and the package is as it was
     assert guard_kernel.run_test_cell(TEST, ns, locked) is None
-    assert (specdec.decoding.greedy_generate, specdec.decoding.ForwardCounter.__dict__.get("__exit__")) == real
+    assert (specdec.core.decoding.greedy_generate, specdec.core.decoding.ForwardCounter.__dict__.get("__exit__")) == real
 
 
 def test_the_message_names_what_was_rebound_and_where_it_was_defined():
@@ -102,12 +102,12 @@ def test_rebinding_while_a_test_runs_fails_that_test():
     ns, locked = _notebook(student)
     failure = guard_kernel.run_test_cell("assert answer() == 1", ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError" and "While this test ran" in failure[1]
-    assert ns["greedy_generate"].__module__ == "specdec.decoding"
+    assert ns["greedy_generate"].__module__ == "specdec.core.decoding"
 
 
 CORRECT = {
     "the same objects imported again": "import math\nimport numpy as np\n"
-                                       "from specdec.decoding import ForwardCounter, greedy_generate",
+                                       "from specdec.core.decoding import ForwardCounter, greedy_generate",
     "helpers under new names": "def my_greedy(model, prompt, n):\n    return greedy_generate(model, prompt, n)\n"
                                "local_limits = list(limits) + [4]\nmy_hw = dict(hardware)\nmy_hw['X'] = 1",
     "local variables that shadow nothing global": "def f(hardware, limits):\n    hardware = {}\n    return limits",
@@ -215,15 +215,15 @@ def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
     import sys
     import types
     ns, locked = _notebook("")
-    real = sys.modules["specdec.decoding"]
-    sys.modules["specdec.decoding"] = types.ModuleType("specdec.decoding")
+    real = sys.modules["specdec.core.decoding"]
+    sys.modules["specdec.core.decoding"] = types.ModuleType("specdec.core.decoding")
     try:
-        failure = guard_kernel.run_test_cell("from specdec.decoding import greedy_generate\nassert greedy_generate", ns,
+        failure = guard_kernel.run_test_cell("from specdec.core.decoding import greedy_generate\nassert greedy_generate", ns,
                                              locked)
     finally:
-        restored = sys.modules["specdec.decoding"]
-        sys.modules["specdec.decoding"] = real
-    assert restored is real and failure[0] == "GraderIntegrityError" and "sys.modules['specdec.decoding']" in failure[1]
+        restored = sys.modules["specdec.core.decoding"]
+        sys.modules["specdec.core.decoding"] = real
+    assert restored is real and failure[0] == "GraderIntegrityError" and "sys.modules['specdec.core.decoding']" in failure[1]
 
 
 def test_a_threading_trace_hook_is_cleared_and_named():

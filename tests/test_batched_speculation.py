@@ -32,7 +32,7 @@ def ns():
 
 def _noisy_pair(seed, vocab=64):
     import copy
-    from specdec.decoding import tiny_llama
+    from specdec.core.decoding import tiny_llama
     target = tiny_llama(vocab_size=vocab, hidden_size=48, num_hidden_layers=2, seed=seed).double()
     draft = copy.deepcopy(target)
     g = torch.Generator().manual_seed(seed)
@@ -43,7 +43,7 @@ def _noisy_pair(seed, vocab=64):
 
 
 def _check_exact(ns, target, draft, prompts, new, k, count=True):
-    from specdec.decoding import ForwardCounter, greedy_generate
+    from specdec.core.decoding import ForwardCounter, greedy_generate
     with ForwardCounter(target) as calls:
         got, stats = ns["batched_speculative_generate"](target, draft, prompts, new, k)
     P = prompts.shape[1]
@@ -69,8 +69,8 @@ def test_batched_speculation_equals_greedy_on_random_pairs(ns, seed, batch, k):
 
 
 def test_batched_speculation_equals_greedy_on_the_shipped_pair(ns, pair):
-    from specdec.decoding import heldout_prompts
-    from specdec.models import heldout_texts
+    from specdec.core.decoding import heldout_prompts
+    from specdec.core.models import heldout_texts
     target, draft, tokenizer = pair
     prompts = torch.cat(heldout_prompts(tokenizer, heldout_texts("code"), 4, prompt_tokens=24, seed=3))
     stats = _check_exact(ns, target, draft, prompts, 20, 4)
@@ -85,7 +85,7 @@ def test_a_draft_equal_to_the_target_accepts_everything(ns):
 
 
 def test_batched_greedy_equals_per_sequence_greedy(ns):
-    from specdec.decoding import greedy_generate
+    from specdec.core.decoding import greedy_generate
     target, _ = _noisy_pair(6)
     prompts = torch.randint(0, 64, (4, 6), generator=torch.Generator().manual_seed(6))
     got = ns["batched_greedy"](target, prompts, 10)
@@ -167,9 +167,9 @@ def test_an_idle_server_answers_after_the_prefill_of_target_and_held_draft(ns, s
 
 
 def test_a_chain_priced_as_a_tree_round_is_notebook_07s_spec_speedup(ns):
-    """specdec.trees prices a round the way notebook 07 does: with H100 step_seconds and a chain of k top-1 nodes,
+    """specdec.core.trees prices a round the way notebook 07 does: with H100 step_seconds and a chain of k top-1 nodes,
     its throughput over plain decoding equals spec_speedup at alpha = a[0] (the section on trees at batch)."""
-    from specdec.trees import best_round, round_seconds, tree_tau
+    from specdec.core.trees import best_round, round_seconds, tree_tau
 
     l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
     a = [0.62, 0.2, 0.06]

@@ -1,4 +1,4 @@
-"""Unit tests of specdec.bench, the layer-slice benchmark, on tiny shapes so they run in seconds."""
+"""Unit tests of specdec.measure.bench, the layer-slice benchmark, on tiny shapes so they run in seconds."""
 import json
 import subprocess
 import sys
@@ -6,7 +6,8 @@ import sys
 import pytest
 import torch
 
-from specdec import DATA_DIR, bench
+from specdec import DATA_DIR
+from specdec.measure import bench
 
 # a Llama-shaped model small enough to build and time in milliseconds
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6, "num_attention_heads": 4,
@@ -120,7 +121,7 @@ def test_cli_writes_a_csv_with_provenance_and_one_row_per_grid_point(tmp_path, m
 
 
 def test_module_runs_from_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "specdec.bench", "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "specdec.measure.bench", "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for option in ("--model", "--layers", "--dtype", "--device", "--batches", "--widths", "--context", "--repeats", "--out"):
         assert option in done.stdout, f"--help does not mention {option}"

@@ -42,7 +42,7 @@ from autograde import NOTEBOOKS, REPO
 from autograde.release import publish
 from autograde.workspace import set_up
 from nbhelpers import ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, read, solution_path
-from specdec.insights import FILE as INSIGHTS_FILE
+from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
 from browser import page as lab_page
 from browser.lab import CHROMIUM, LabServer, launch_browser

@@ -44,7 +44,7 @@ from classroom import COURSE_ID, ClassroomError, fill
 from classroom.hub import check_exchange, check_port_free, free_port, singleuser_args
 from classroom.provision import Classroom, check_username
 from classroom.testing import HTTP_PROBE, SECRET_SCAN, disposable_classroom, listening_ports, user_exists
-from specdec.insights import FILE as INSIGHTS_FILE
+from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
 ASSIGNMENT = "03_acceptance_math"
 TAG = f"sdt{os.getpid() % 100000}"
@@ -58,10 +58,10 @@ MEASURED = {f"{TAG}-correct": 1.12, f"{TAG}-partial": 1.46}    # students whose 
 
 
 def measurements(user):
-    """A my_measurements.json as a notebook writes it (specdec.insights.record), with this student's v(4)."""
+    """A my_measurements.json as a notebook writes it (specdec.measure.my_measurements.record), with this student's v(4)."""
     import tempfile
 
-    from specdec.insights import record
+    from specdec.measure.my_measurements import record
 
     with tempfile.TemporaryDirectory() as d:
         return record(ASSIGNMENT, {"path": "bf16", "c": 0.06, "v": {1: 1.04, 4: MEASURED[user]},
@@ -459,7 +459,7 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
         nb = filled_notebook(kind)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} ({kind})."))
         user_api(room, user, token, path, "PUT", {"type": "notebook", "format": "json", "content": nb})
-        if user in MEASURED:     # what a speed notebook saves beside itself (specdec/insights.py), to travel along
+        if user in MEASURED:     # what a speed notebook saves beside itself (specdec/measure/my_measurements.py), to travel along
             user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/{INSIGHTS_FILE}", "PUT",
                      {"type": "file", "format": "text", "content": measurements(user)})
         submitted = user_api(room, user, token, "/assignments/submit", "POST",

@@ -1,12 +1,12 @@
-"""specdec/cpu_model.py: notebook 10's CPU step model adds measured terms, anchors its rest on two measured
+"""specdec/measure/cpu_step_model.py: notebook 10's CPU step model adds measured terms, anchors its rest on two measured
 forwards, and takes a static batch's rounds as the expected maximum over its sequences."""
 import itertools
 
 import numpy as np
 import pytest
 
-from specdec.cpu_model import CpuStepModel, expected_batch_rounds, interpolate, measure_kernels, rounds_per_sequence
-from specdec.decoding import tiny_llama
+from specdec.measure.cpu_step_model import CpuStepModel, expected_batch_rounds, interpolate, measure_kernels, rounds_per_sequence
+from specdec.core.decoding import tiny_llama
 
 
 def test_interpolate_is_piecewise_linear_and_extends_past_the_ends():
@@ -82,7 +82,7 @@ def test_other_load_sees_a_busy_neighbour():
     import sys
     import time
 
-    from specdec.timing import OtherLoad
+    from specdec.measure.timing import OtherLoad
 
     with OtherLoad() as quiet:
         time.sleep(0.5)
@@ -109,7 +109,7 @@ def test_a_timing_section_next_to_a_cpu_burner_prints_its_warning_line(capsys):
     process shares the cores says so in one warning line; the same section alone reports its spread only."""
     import time
 
-    from specdec.timing import WATCHED, Steadiness, interleaved_medians
+    from specdec.measure.timing import WATCHED, Steadiness, interleaved_medians
 
     work = {"a": lambda: sum(range(20000)), "b": lambda: time.sleep(0.002)}
     with Steadiness("quiet section", threads=1) as quiet:
@@ -138,7 +138,7 @@ def test_a_timing_section_next_to_a_cpu_burner_prints_its_warning_line(capsys):
 def test_a_spread_above_the_bound_is_a_busy_section_and_its_own_engine_is_not_another_program():
     import os
 
-    from specdec.timing import Steadiness, note_spread
+    from specdec.measure.timing import Steadiness, note_spread
 
     with Steadiness("one slow repeat", threads=1, spread_bound=0.15) as calm:
         note_spread([1.0, 1.02, 1.6])              # one slow repeat is common on a quiet machine: reported, not busy
@@ -167,8 +167,8 @@ def test_a_spread_above_the_bound_is_a_busy_section_and_its_own_engine_is_not_an
 def test_record_saves_every_timing_sections_steadiness(tmp_path):
     import json
 
-    from specdec.insights import record
-    from specdec.timing import Steadiness, note_spread
+    from specdec.measure.my_measurements import record
+    from specdec.measure.timing import Steadiness, note_spread
 
     with Steadiness("saved section", threads=1):
         note_spread([1.0, 1.05])

@@ -1,10 +1,10 @@
-"""Unit tests of specdec.decoding: the plain decoder and the plumbing the notebooks build on."""
+"""Unit tests of specdec.core.decoding: the plain decoder and the plumbing the notebooks build on."""
 import pytest
 import torch
 
-from specdec.decoding import (ForwardCounter, count_params, feed, forward_step, greedy_generate, heldout_prompts,
+from specdec.core.decoding import (ForwardCounter, count_params, feed, forward_step, greedy_generate, heldout_prompts,
                               new_cache, plain_generate, probs_from_logits, sample, tiny_llama)
-from specdec.timing import median_seconds
+from specdec.measure.timing import median_seconds
 
 
 @pytest.fixture(scope="module")

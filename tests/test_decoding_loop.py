@@ -46,7 +46,7 @@ def test_the_loop_is_one_given_cell_of_05_that_09_restates():
 @pytest.fixture(scope="module")
 def loop_and_reference(pair):
     """(namespace with the loop cell, notebook 04's solution speculative_generate, the pair, the tokenizer)."""
-    import specdec.decoding as dec
+    import specdec.core.decoding as dec
     base = {name: getattr(dec, name) for name in ("feed", "new_cache", "probs_from_logits", "sample")}
     base.update(torch=torch, F=torch.nn.functional, time=__import__("time"))
     s04 = solution_path("04_speculative_decoder")
@@ -61,8 +61,8 @@ def loop_and_reference(pair):
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8, 1.0])
 def test_the_loop_equals_notebook_04s_solution_on_the_shipped_pair(loop_and_reference, temperature):
-    from specdec.decoding import heldout_prompts
-    from specdec.models import heldout_texts
+    from specdec.core.decoding import heldout_prompts
+    from specdec.core.models import heldout_texts
     ours, reference, target, draft, tokenizer = loop_and_reference
     rng = random.Random(int(temperature * 10))
     for domain in ("code", "prose", "json"):

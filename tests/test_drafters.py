@@ -1,4 +1,4 @@
-"""Medusa heads and the EAGLE feature draft (specdec.drafters): files, loaders, proposers, exactness."""
+"""Medusa heads and the EAGLE feature draft (specdec.core.drafters): files, loaders, proposers, exactness."""
 
 import json
 import shutil
@@ -6,11 +6,12 @@ import shutil
 import pytest
 import torch
 
-from specdec import cards, train
-from specdec.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
+from specdec import cards
+from specdec.training import train
+from specdec.core.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
+from specdec.core.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
                               load_medusa, trainable_params)
-from specdec.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
+from specdec.core.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NEW_TOKENS = 24
@@ -200,7 +201,7 @@ def test_missing_or_broken_drafter_files_raise_model_files_error(pair, tmp_path)
     target, _, _ = pair
     with pytest.raises(ModelFilesError, match="model.safetensors") as err:
         load_medusa(target, tmp_path / "nowhere")
-    assert "python -m specdec.train drafters" in str(err.value)
+    assert "python -m specdec.training.train drafters" in str(err.value)
     broken = tmp_path / "eagle"
     shutil.copytree(default_path() / "eagle", broken)
     (broken / "model.safetensors").write_bytes(b"not safetensors")
@@ -232,6 +233,6 @@ def test_smoke_training_writes_loadable_drafters(pair, tmp_path):
     for per_domain in report["eval"].values():
         assert set(per_domain) == set(DOMAINS) and all(r["tau"] >= 1 for r in per_domain.values())
     assert (out / "drafters_log.csv").read_text().startswith("model,step,train_loss,heldout_loss")
-    assert json.loads((out / "drafters.json").read_text())["command"].startswith("python -m specdec.train drafters")
+    assert json.loads((out / "drafters.json").read_text())["command"].startswith("python -m specdec.training.train drafters")
     card = cards.drafter_card(report)
     assert "Medusa heads" in card and "EAGLE feature draft" in card

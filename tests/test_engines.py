@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec.engines import VLLM_PAD_WIDTH, gguf_path, status, vllm_target_dir
+from specdec.engines.install import VLLM_PAD_WIDTH, gguf_path, status, vllm_target_dir
 
 REQUIRED = os.environ.get("SPECDEC_REQUIRE_ENGINES") == "1"
 N_NEW = 48
@@ -58,8 +58,8 @@ def _gone(pid, seconds=15.0):
 
 
 def _prompts(tokenizer, n=1, seed=5):
-    from specdec.decoding import heldout_prompts
-    from specdec.models import heldout_texts
+    from specdec.core.decoding import heldout_prompts
+    from specdec.core.models import heldout_texts
 
     return [heldout_prompts(tokenizer, heldout_texts(d), n, prompt_tokens=24, seed=seed)[0] for d in DOMAINS]
 
@@ -68,7 +68,7 @@ def _prompts(tokenizer, n=1, seed=5):
 def reference(pair):
     """(prompts, transformers' greedy continuations) of the target with its weights rounded to f16 (zero padding, as
     in the GGUF, changes no logit: notebook 09)."""
-    from specdec.decoding import greedy_generate
+    from specdec.core.decoding import greedy_generate
 
     target, _, tokenizer = pair
     target = __import__("copy").deepcopy(target).to(torch.float16).to(torch.float32)   # f16 weights, fp32 compute
@@ -78,7 +78,7 @@ def reference(pair):
 @pytest.mark.parametrize("k", [None, 3])
 def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(reference, k):
     need("llama.cpp")
-    from specdec.llama_server import LlamaServer
+    from specdec.engines.llama_server import LlamaServer
 
     server = LlamaServer(gguf_path("target"), draft=None if k is None else gguf_path("draft"), k=k or 3, threads=2)
     with server:
@@ -98,8 +98,8 @@ def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(ref
 
 KERNEL = textwrap.dedent("""
     import sys, time
-    from specdec.engines import gguf_path
-    from specdec.llama_server import LlamaServer
+    from specdec.engines.install import gguf_path
+    from specdec.engines.llama_server import LlamaServer
     with LlamaServer(gguf_path("target"), threads=1) as server:
         print(server.proc.pid, flush=True)
         if sys.argv[1] == "interrupt":
@@ -127,9 +127,9 @@ def test_no_llama_server_outlives_an_interrupted_cell_or_a_killed_kernel(how):
 
 def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
     need("vllm")
-    from specdec.decoding import greedy_generate
-    from specdec.models import padded_target
-    from specdec.vllm_client import VllmWorker, decode_seconds
+    from specdec.core.decoding import greedy_generate
+    from specdec.core.models import padded_target
+    from specdec.engines.vllm_client import VllmWorker, decode_seconds
 
     target, _, tokenizer = pair
     padded = padded_target(target, VLLM_PAD_WIDTH)
@@ -156,7 +156,7 @@ def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
 
 def test_decode_seconds_leaves_the_prefill_out():
     """(median of the long generation - median of the one-token one) / (new tokens - 1); bad input names itself."""
-    from specdec.vllm_client import decode_seconds
+    from specdec.engines.vllm_client import decode_seconds
 
     run = {"seconds": [1.3, 1.2, 5.0], "prefill_seconds": [0.2, 0.3, 0.25]}
     assert decode_seconds(run, 11) == pytest.approx((1.3 - 0.25) / 10)
@@ -167,7 +167,7 @@ def test_decode_seconds_leaves_the_prefill_out():
 
 
 def test_the_load_generator_is_poisson_bounded_and_local():
-    from specdec.load import arrival_times, poisson_load
+    from specdec.engines.load import arrival_times, poisson_load
 
     a = arrival_times(4.0, 20000, seed=3)
     assert a[0] == 0.0 and np.all(np.diff(a) >= 0)

@@ -5,7 +5,7 @@ import pytest
 
 from autograde.__main__ import main
 from autograde.insights import collect
-from specdec.insights import FILE, class_points, load, record
+from specdec.measure.my_measurements import FILE, class_points, load, record
 
 NAME = "09_speculation_that_pays"
 

@@ -1,4 +1,4 @@
-"""specdec.kernels: the kernel paths of this torch build, converting a model to one, measuring and choosing."""
+"""specdec.measure.kernels: the kernel paths of this torch build, converting a model to one, measuring and choosing."""
 import os
 import platform
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from specdec import kernels
-from specdec.decoding import greedy_generate, tiny_llama
+from specdec.measure import kernels
+from specdec.core.decoding import greedy_generate, tiny_llama
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -85,18 +85,16 @@ def test_measure_paths_rows_and_the_step_budget(tiny):
         kernels.measure_paths(tiny, draft, [], paths=["fp32"])
 
 
-def test_choose_path_takes_the_best_predicted_speedup():
+def test_the_table_shows_each_rows_best_k_and_the_choice():
+    """The choice itself is notebook 09's graded choose_path (restated in 10); the table prints what it chose from."""
     cheap = {"path": "a", "width": 1, "mb": 1.0, "step": 0.01, "v": {2: 1.1, 4: 1.2}, "c": 0.05, "draft_path": "a"}
     dear = {"path": "b", "width": 1, "mb": 1.0, "step": 0.01, "v": {2: 2.0, 4: 3.0}, "c": 0.05, "draft_path": "a"}
-    best, ks = kernels.choose_path([dear, cheap], {"code": 0.6, "json": 0.9}, rule)
-    assert best is cheap and ks["json"][0] == 4
-    assert ks["code"][1] == pytest.approx(max(rule(0.6, k, 0.05, cheap["v"]) for k in (2, 4)))
-    table = kernels.format_table([dear, cheap], {"code": 0.6}, rule, best)
-    assert table.splitlines()[2].endswith("<- chosen") and "v(4)" in table.splitlines()[0]
-    with pytest.raises(ValueError, match="rows"):
-        kernels.choose_path([], {"code": 0.6}, rule)
-    with pytest.raises(ValueError, match="alphas"):
-        kernels.choose_path([cheap], {}, rule)
+    k, s = kernels.row_best_k(0.9, cheap, rule)
+    assert k == 4 and s == pytest.approx(max(rule(0.9, kk, 0.05, cheap["v"]) for kk in (2, 4)))
+    table = kernels.format_table([dear, cheap], {"code": 0.6}, rule, cheap, note=lambda r: "dear" if r is dear else "")
+    lines = table.splitlines()
+    assert lines[2].endswith("<- chosen") and lines[1].endswith("dear") and "v(4)" in lines[0]
+    assert f"{kernels.row_best_k(0.6, cheap, rule)[1]:4.2f}x" in lines[2]
 
 
 @pytest.mark.skipif(not X86, reason="the AVX2 cap is an x86 setting")

@@ -1,5 +1,5 @@
-"""specdec.lean (the lean forward of notebook 09), specdec.rounds (plain decoding and round timings) and
-specdec.profiling (a round's time by term): the same tokens as transformers, caches that roll back like
+"""specdec.core.lean (the lean forward of notebook 09), specdec.measure.rounds (plain decoding and round timings) and
+specdec.measure.profiling (a round's time by term): the same tokens as transformers, caches that roll back like
 DynamicCache, and attributions that add up."""
 import copy
 import random
@@ -7,12 +7,12 @@ import random
 import pytest
 import torch
 
-from specdec import kernels
-from specdec.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.lean import LeanCache, LeanLlama, time_step_parts
-from specdec.models import heldout_texts, padded_target
-from specdec.profiling import TERMS, attribute, profile_rounds
-from specdec.rounds import measure_rounds, plain_decode, timed_decode
+from specdec.measure import kernels
+from specdec.core.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
+from specdec.core.lean import LeanCache, LeanLlama, time_step_parts
+from specdec.core.models import heldout_texts, padded_target
+from specdec.measure.profiling import TERMS, attribute, profile_rounds
+from specdec.measure.rounds import measure_rounds, plain_decode, timed_decode
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -134,7 +134,7 @@ def test_timed_decode_times_propose_and_the_forwards_after_the_prefill(pair):
     import nbformat
 
     from nbhelpers import solution_path
-    import specdec.decoding as dec
+    import specdec.core.decoding as dec
 
     ns = {name: getattr(dec, name) for name in ("feed", "new_cache", "probs_from_logits", "sample")}
     ns.update(torch=torch, F=torch.nn.functional, time=__import__("time"), verify=None)
@@ -306,7 +306,7 @@ def test_profiling_writes_nothing_to_stderr_in_a_fresh_process():
     import os
     import subprocess
     import sys
-    code = ("import torch\nfrom specdec.profiling import profile_rounds\n"
+    code = ("import torch\nfrom specdec.measure.profiling import profile_rounds\n"
             "m = torch.nn.Linear(4, 4)\n"
             "def run():\n    m(torch.ones(1, 4))\n    return 1, 1e-3\n"
             "profile_rounds(run, m)\nprofile_rounds(run, m)\nprint('done')\n")
@@ -326,7 +326,7 @@ def _steady(alpha, k, t):
 
 @pytest.mark.parametrize("alpha, k", [(0.5, 2), (0.9, 8), (0.7, 4), (0.0, 4), (1.0, 8)])
 def test_generation_speedup_follows_a_simulation_of_the_loops_rounds(alpha, k):
-    from specdec.rounds import generation_speedup
+    from specdec.measure.rounds import generation_speedup
     n, t, rng = 20, TERMS_EXAMPLE, random.Random(7)
     v = lambda m: {1: 1.05, 2: 1.15, 3: 1.225, 4: 1.3, 5: 1.35, 6: 1.4, 7: 1.45, 8: 1.5}[m]
     sims = []
@@ -344,13 +344,13 @@ def test_generation_speedup_follows_a_simulation_of_the_loops_rounds(alpha, k):
 
 
 def test_generation_speedup_limits_and_bad_input():
-    from specdec.rounds import generation_speedup
+    from specdec.measure.rounds import generation_speedup
     t = TERMS_EXAMPLE
     assert generation_speedup(0.8, 4, t, 1) == pytest.approx(1 / (t["c"] + t["c_round"] + t["v"][1] + t["o"]))
     for alpha, k in [(0.6, 2), (0.9, 8)]:
         assert generation_speedup(alpha, k, t, 5000) == pytest.approx(_steady(alpha, k, t), rel=0.005)
         assert generation_speedup(alpha, k, t, 20) < _steady(alpha, k, t)     # the short last rounds cost
-    from specdec.rounds import generation_tokens_per_round
+    from specdec.measure.rounds import generation_tokens_per_round
     assert generation_tokens_per_round(0.9, 8, 5000) == pytest.approx(sum(0.9 ** j for j in range(9)), rel=0.005)
     assert generation_tokens_per_round(0.9, 8, 20) < sum(0.9 ** j for j in range(9))
     assert generation_tokens_per_round(1.0, 4, 20) == pytest.approx(20 / 4)       # 5, 5, 5, 5 tokens

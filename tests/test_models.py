@@ -9,9 +9,10 @@ import sys
 import pytest
 import torch
 
-from specdec import cards, train, train_pair
-from specdec.decoding import count_params
-from specdec.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
+from specdec import cards
+from specdec.training import train, train_pair
+from specdec.core.decoding import count_params
+from specdec.core.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -65,7 +66,7 @@ def test_smoke_training_writes_a_loadable_pair(smoke):
                               max_new_tokens=4, min_new_tokens=4)  # (1, T+4)
     assert out_ids.shape == (1, ids.shape[1] + 4)
     assert set(load_heldout(out)) == set(DOMAINS)
-    assert "python -m specdec.train --smoke" in (out / "README.md").read_text()
+    assert "python -m specdec.training.train --smoke" in (out / "README.md").read_text()
     assert (out / "train_log.csv").read_text().startswith("model,step,loss")
 
 
@@ -78,7 +79,7 @@ def test_training_reproduces_from_the_seed(smoke, tmp_path):
 
 
 def test_shipped_pair_loads_offline(tmp_path):
-    code = ("from specdec.models import load_pair\n"
+    code = ("from specdec.core.models import load_pair\n"
             "t, d, tok = load_pair()\n"
             "ids = tok('import os', return_tensors='pt').input_ids\n"
             "print(t.generate(ids, max_new_tokens=3, do_sample=False).shape[1] - ids.shape[1])\n")
@@ -101,7 +102,7 @@ def test_missing_files_name_what_and_how_to_retrain(tmp_path):
         load_pair(tmp_path)
     assert isinstance(err.value, FileNotFoundError) and isinstance(err.value, RuntimeError)
     assert "target/model.safetensors" in str(err.value)
-    assert "python -m specdec.train" in str(err.value)
+    assert "python -m specdec.training.train" in str(err.value)
 
 
 def test_corrupt_weights_raise_the_same_error(tmp_path):

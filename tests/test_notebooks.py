@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from autograde.release import release
-from specdec.insights import FILE as INSIGHTS_FILE
+from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 from nbhelpers import (ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, SESSION_START, error_outputs,
                        graded_code_cells, judge, learner_path, read, solution_path, validate)
 
@@ -87,7 +87,7 @@ CAPPED = ("09_speculation_that_pays", "10_batches_and_servers")
 
 @pytest.mark.parametrize("name", CAPPED)
 def test_solution_executes_under_the_avx2_cap(name, monkeypatch):
-    from specdec.kernels import AVX2_CAP
+    from specdec.measure.kernels import AVX2_CAP
 
     for key, value in {**AVX2_CAP, "SPECDEC_QUICK": "1"}.items():
         monkeypatch.setenv(key, value)
@@ -115,7 +115,7 @@ def test_judging_saved_outputs_fails_a_graded_cell_that_holds_an_error(tmp_path)
     assert [f["source"] for f in results.get("failed", [])] == [first.source], results
 
 
-# the speed notebooks save what the learner's machine measured beside themselves (specdec/insights.py)
+# the speed notebooks save what the learner's machine measured beside themselves (specdec/measure/my_measurements.py)
 RECORDING = {"05_acceptance_in_practice": ("alpha", "c", "v", "speedup_by_k"),
              "09_speculation_that_pays": ("path", "c", "v", "alpha", "k", "speedup"),
              "10_batches_and_servers": ("path", "bandwidth_gb_s", "crossover", "speedup_by_batch")}
@@ -125,7 +125,7 @@ RECORDING = {"05_acceptance_in_practice": ("alpha", "c", "v", "speedup_by_k"),
 def test_a_speed_notebook_saves_its_measurements_beside_itself(name):
     """After its run in this session (the browser's Run All, or the solution test above), the notebook's folder
     holds my_measurements.json: the machine and the keys the class plot reads, with numbers in them."""
-    from specdec.insights import load
+    from specdec.measure.my_measurements import load
 
     path = MEASUREMENTS.get(name) or solution_path(name).parent / INSIGHTS_FILE
     if name in EXECUTED:
@@ -140,7 +140,7 @@ def test_a_speed_notebook_saves_its_measurements_beside_itself(name):
         assert doc["measured"]["v"]["4"] > 0
 
 
-ENGINE_PROCESSES = ("llama-server", "specdec.vllm_bench")
+ENGINE_PROCESSES = ("llama-server", "specdec.engines.vllm_bench")
 
 
 def _engine_processes():

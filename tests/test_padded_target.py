@@ -1,9 +1,9 @@
-"""The bandwidth-bound target of notebook 09 (specdec.models.padded_target) and the early-exit draft."""
+"""The bandwidth-bound target of notebook 09 (specdec.core.models.padded_target) and the early-exit draft."""
 import pytest
 import torch
 
-from specdec.decoding import count_params, greedy_generate, heldout_prompts
-from specdec.models import early_exit_draft, heldout_texts, load_pair, padded_target
+from specdec.core.decoding import count_params, greedy_generate, heldout_prompts
+from specdec.core.models import early_exit_draft, heldout_texts, load_pair, padded_target
 
 
 @pytest.mark.parametrize("domain", ["code", "prose", "json"])
@@ -52,7 +52,7 @@ def test_early_exit_draft_is_the_targets_first_layers(pair):
 def test_with_dtype_converts_weights_and_keeps_rope_frequencies_fp32(pair):
     import copy
 
-    from specdec.models import with_dtype
+    from specdec.core.models import with_dtype
     model = with_dtype(copy.deepcopy(pair[1]), torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert model.model.rotary_emb.inv_freq.dtype == torch.float32
@@ -60,7 +60,7 @@ def test_with_dtype_converts_weights_and_keeps_rope_frequencies_fp32(pair):
 
 
 def test_keep_cache_positions_equals_feeding_the_path_alone(pair):
-    from specdec.decoding import keep_cache_positions, new_cache
+    from specdec.core.decoding import keep_cache_positions, new_cache
     target = pair[0]
     ids = torch.arange(5, 25).view(1, -1)
     path = [0, 1, 2, 5, 9]

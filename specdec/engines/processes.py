@@ -49,7 +49,7 @@ def end(proc, grace=10.0):
 
 def engine_pids() -> list:
     """Ids of every process in the groups of the engines now running (the engine and whatever it started): a
-    timing section counts their CPU time as its own (specdec.timing.Steadiness(pids=engine_pids))."""
+    timing section counts their CPU time as its own (specdec.measure.timing.Steadiness(pids=engine_pids))."""
     groups = {proc.pid for proc in RUNNING if proc.poll() is None}
     pids = []
     if not groups:

@@ -1,6 +1,6 @@
 """vLLM's side of notebook 11, run in vLLM's own environment (``make engines``), never in the course's.
 
-``python -m specdec.vllm_bench`` is a worker that imports vLLM once (the import alone takes seconds to tens of
+``python -m specdec.engines.vllm_bench`` is a worker that imports vLLM once (the import alone takes seconds to tens of
 seconds on a 2-core CPU) and then answers one JSON request per line on standard input with one JSON line on
 standard output:
 
@@ -19,7 +19,7 @@ standard output:
   spends before it decodes; the counters then include those runs' drafts too).
 - ``{"op": "drop", "name": str}`` frees an engine; ``{"op": "exit"}`` ends the worker.
 
-Imports vLLM and the standard library only. specdec/vllm_client.py drives it from the notebook.
+Imports vLLM and the standard library only. specdec/engines/vllm_client.py drives it from the notebook.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Drive vLLM (its own environment, ``make engines``) from notebook 11: ``with VllmWorker() as vllm: ...``.
 
-The worker (specdec/vllm_bench.py) runs in vLLM's Python as a child process in its own process group, on this
+The worker (specdec/engines/vllm_bench.py) runs in vLLM's Python as a child process in its own process group, on this
 machine only; every answer is awaited with a time limit, and leaving the block (an error or an interrupted cell
 included) ends the whole group; an ``atexit`` hook ends any still running when Python exits, and the worker gets
 SIGTERM if the Python that started it is killed outright. A worker that fails gives one RuntimeError with the end
@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from specdec.engines import status, vllm_python
-from specdec.processes import end, log_tail, start
+from specdec.engines.install import status, vllm_python
+from specdec.engines.processes import end, log_tail, start
 
-REPO = Path(__file__).resolve().parent.parent
+from specdec import REPO
 
 
 class VllmWorker:
@@ -39,7 +39,7 @@ class VllmWorker:
         env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(self.threads), TQDM_DISABLE="1",
                    VLLM_LOGGING_LEVEL="WARNING", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
         with os.fdopen(fd, "w") as log:
-            self.proc = start([str(vllm_python()), "-m", "specdec.vllm_bench"], stdin=subprocess.PIPE,
+            self.proc = start([str(vllm_python()), "-m", "specdec.engines.vllm_bench"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=str(REPO))
         try:
             self._read(self.start_timeout)
@@ -70,7 +70,7 @@ class VllmWorker:
         return answer["ok"]
 
     def engine(self, name, target, draft=None, k=3, schedule=None, max_num_seqs=16, **extra):
-        """Build an engine kept under `name` (see specdec/vllm_bench.py); returns its start-up seconds and versions."""
+        """Build an engine kept under `name` (see specdec/engines/vllm_bench.py); returns its start-up seconds and versions."""
         return self.ask({"op": "engine", "name": name, "target": str(target), "draft": draft and str(draft),
                          "k": int(k), "schedule": schedule, "max_num_seqs": int(max_num_seqs), "threads": self.threads,
                          **extra})
@@ -78,8 +78,8 @@ class VllmWorker:
     def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0, prefill=False):
         """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved;
         with `prefill`, also "prefill_seconds": each repeat's one-token generation of the same batch (see
-        specdec/vllm_bench.py). Each run's repeats are told to an open Steadiness block (specdec.timing.note_spread)."""
-        from .timing import note_spread
+        specdec/engines/vllm_bench.py). Each run's repeats are told to an open Steadiness block (specdec.measure.timing.note_spread)."""
+        from specdec.measure.timing import note_spread
         out = self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
                         "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
                         "repeats": int(repeats), "prefill": bool(prefill)}, timeout)

@@ -26,7 +26,7 @@ The CSV starts with `# key: value` provenance lines (device, dtype, versions, da
 CPU count, load average, measured bandwidth and matmul FLOP/s of the device); `read_timings` reads
 both parts back.
 
-    python -m specdec.bench --model Llama-3.1-8B --layers 1 --dtype float32 --device cpu \\
+    python -m specdec.measure.bench --model Llama-3.1-8B --layers 1 --dtype float32 --device cpu \\
         --batches 1 4 --widths 1 5 --context 1024 --repeats 5 --out data/timings/cpu_example.csv
 
 On a busy CPU add `--threads 1`: with more threads than free cores, every parallel operation waits for
@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 
 from specdec.tables import load_model_configs
-from specdec.timing import time_once
+from specdec.measure.timing import time_once
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -319,7 +319,7 @@ def provenance(device, dtype, argv=None):
     import transformers
 
     meta = {
-        "benchmark": "specdec.bench (layer slice, scaled to the full model)",
+        "benchmark": "specdec.measure.bench (layer slice, scaled to the full model)",
         "device": str(device),
         "device_name": device_name(device),
         "dtype": dtype_name(dtype),
@@ -330,7 +330,7 @@ def provenance(device, dtype, argv=None):
         "host_cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python -m specdec.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+        "command": "python -m specdec.measure.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
     }
     if str(device).startswith("cuda"):
         meta["cuda_version"] = torch.version.cuda
@@ -508,7 +508,7 @@ def read_timings(path):
 
 def parse_args(argv=None):
     models = sorted(load_model_configs())
-    p = argparse.ArgumentParser(prog="python -m specdec.bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m specdec.measure.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="Llama-3.1-8B",
                    help=f"a model of data/model_configs.json ({', '.join(models)}); default Llama-3.1-8B")

@@ -1,4 +1,4 @@
-"""Notebook 09's measurements as a benchmark: ``python -m specdec.cpu_speedup``.
+"""Notebook 09's measurements as a benchmark: ``python -m specdec.measure.cpu_speedup``.
 
 Runs the solution of notebook 09 (solutions/09_speculation_that_pays) headless, in full mode unless --quick, with
 the benchmark's fixed test set (4 prompts per domain; SPECDEC_BENCH=1), and prints what its cells print: the CPU's
@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from specdec import REPO
+
 NAME = "09_speculation_that_pays"
 
 
@@ -28,21 +30,21 @@ def main(argv=None) -> int:
     import transformers
     from nbclient import NotebookClient
 
-    p = argparse.ArgumentParser(prog="python -m specdec.cpu_speedup", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specdec.measure.cpu_speedup", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="the notebook's quick mode (smaller sweeps, about 1 minute)")
     p.add_argument("--avx2", action="store_true", help="cap the CPU to AVX2 kernels for the run (see above)")
     args = p.parse_args(argv)
-    from specdec.kernels import AVX2_CAP, cpu_capability, cpu_model
+    from specdec.measure.kernels import AVX2_CAP, cpu_capability, cpu_name
 
     native = cpu_capability()
     if args.avx2:
         os.environ.update(AVX2_CAP)
-    path = Path(__file__).resolve().parent.parent / "solutions" / NAME / f"{NAME}.ipynb"
+    path = REPO / "solutions" / NAME / f"{NAME}.ipynb"
     nb = nbformat.read(str(path), as_version=4)
     os.environ["SPECDEC_QUICK"] = "1" if args.quick else "0"
     os.environ["SPECDEC_BENCH"] = "1"
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu_model()}, {os.cpu_count()} logical CPUs, torch's kernels "
+    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu_name()}, {os.cpu_count()} logical CPUs, torch's kernels "
           f"{native}" + (" capped to AVX2" if args.avx2 else "") + f"; torch {torch.__version__}, transformers "
           f"{transformers.__version__}; 2 threads, the kernel path the notebook chooses; {'quick' if args.quick else 'full'} mode")
     t0 = time.perf_counter()

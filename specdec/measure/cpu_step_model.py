@@ -131,7 +131,7 @@ def measure_kernels(name, model, grid, repeats=5, threads=None, anchors=None):
     """
     import torch
 
-    from .timing import interleaved_medians
+    from specdec.measure.timing import interleaved_medians
 
     gemms, mlp, lm_head, layers, dtype = _layer_modules(model)
     hidden, inter = gemms["q"].in_features, gemms["down"].in_features
@@ -175,8 +175,8 @@ def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     """
     import torch
 
-    from .kernels import convert, weight_megabytes
-    from .timing import median_seconds
+    from specdec.measure.kernels import convert, weight_megabytes
+    from specdec.measure.timing import median_seconds
 
     gen = torch.Generator().manual_seed(0)
     layer = torch.nn.Linear(128 * 2**20 // width, width, bias=False)

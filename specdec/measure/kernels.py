@@ -1,4 +1,5 @@
-"""Kernel paths: the ways this torch build can run the padded target on this CPU, measured, and the one chosen.
+"""Kernel paths: the ways this torch build can run the padded target on this CPU, measured (the choice between
+them is notebook 09's graded `choose_path`, restated in 10).
 
 Whether speculation pays on a CPU depends less on the model than on the matrix kernels: a verify of k + 1 tokens
 costs about one decode step only if the kernel reads each weight once for all k + 1 rows. Which kernels do that
@@ -29,14 +30,14 @@ import warnings
 
 import torch
 
-from .decoding import forward_step
-from .timing import interleaved_medians, median_seconds
+from specdec.core.decoding import forward_step
+from specdec.measure.timing import interleaved_medians, median_seconds
 
 # environment variables that cap an AVX-512 machine to AVX2 behaviour (read when torch loads: set them before)
 AVX2_CAP = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 
 
-def cpu_model() -> str:
+def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo), else what the platform module knows."""
     try:
         with open("/proc/cpuinfo") as f:
@@ -94,7 +95,7 @@ def convert(model, path: str, inplace: bool = False):
     whatever ``torch.backends.quantized.engine`` says later (measured: a onednn-packed layer runs at onednn's
     speed with the global engine set to fbgemm), so models of different engines can run side by side.
     """
-    from .models import with_dtype
+    from specdec.core.models import with_dtype
 
     _check_path(path)
     model = model if inplace else copy.deepcopy(model)
@@ -132,7 +133,7 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
     max_step: seconds; a path's wider widths are skipped once one of its rows steps slower than this (a step
     grows with the bytes), so no time goes into models too slow to use.
     """
-    from .models import padded_target
+    from specdec.core.models import padded_target
 
     paths = list(paths) if paths is not None else path_names()
     for p in paths:
@@ -166,31 +167,13 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
     return rows, draft_steps
 
 
-def best_k(alpha, row, predict):
+def row_best_k(alpha, row, predict):
     """(k, predicted speedup) maximising predict(alpha, k, c, v) for one row of ``measure_paths``.
 
     `predict` is the speedup model, E(alpha, k) / (k·c + v(k)) in the notebooks (E is notebook 03's answer,
     so it is passed in, not restated here)."""
     k = max(row["v"], key=lambda kk: predict(alpha, kk, row["c"], row["v"]))
     return k, predict(alpha, k, row["c"], row["v"])
-
-
-def choose_path(rows, alphas, predict):
-    """The row with the best predicted speedup: the geometric mean over the domains of `alphas`
-    ({domain: alpha-hat}) of each domain's best-k prediction. Returns (row, {domain: (k, predicted)})."""
-    if not rows:
-        raise ValueError("rows is empty: measure at least one path and width")
-    if not alphas:
-        raise ValueError("alphas is empty: give alpha-hat for at least one domain")
-
-    def score(row):
-        prod = 1.0
-        for a in alphas.values():
-            prod *= best_k(a, row, predict)[1]
-        return prod ** (1 / len(alphas))
-
-    best = max(rows, key=score)
-    return best, {d: best_k(a, best, predict) for d, a in alphas.items()}
 
 
 def format_table(rows, alphas=None, predict=None, chosen=None, note=None):
@@ -204,7 +187,7 @@ def format_table(rows, alphas=None, predict=None, chosen=None, note=None):
         line = (f"{r['path']:12s} {r['width']:6d} {r['mb']:6.0f} {r['step'] * 1e3:8.2f} "
                 + " ".join(f"{r['v'][k]:6.2f}" for k in ks) + f" {r['c']:6.3f}")
         for a in (alphas or {}).values():
-            k, s = best_k(a, r, predict)
+            k, s = row_best_k(a, r, predict)
             line += f" {k:4d}, {s:4.2f}x"
         if chosen is r:
             line += "  <- chosen"

@@ -26,9 +26,9 @@ def machine() -> dict:
     """The machine as the course describes it: CPU model, torch's kernel capability, logical CPUs, torch, threads."""
     import torch
 
-    from specdec.kernels import cpu_capability, cpu_model
+    from specdec.measure.kernels import cpu_capability, cpu_name
 
-    return {"cpu_model": cpu_model(), "capability": cpu_capability(), "logical_cpus": os.cpu_count(),
+    return {"cpu_model": cpu_name(), "capability": cpu_capability(), "logical_cpus": os.cpu_count(),
             "torch": torch.__version__.split("+")[0], "threads": torch.get_num_threads()}
 
 
@@ -53,17 +53,17 @@ def record(notebook, measured, folder=None, quick=None):
     """Write `measured` (a dict of numbers, strings and dicts of them) with the machine's description to
     FOLDER/my_measurements.json (default: the working directory, the notebook's folder). Returns the path, or
     None when the folder cannot be written (a read-only copy): one line says so, the notebook goes on. The file
-    also holds "steadiness": every timing section's spread, load and verdict (specdec.timing.Steadiness)."""
+    also holds "steadiness": every timing section's spread, load and verdict (specdec.measure.timing.Steadiness)."""
     if not isinstance(measured, dict) or not measured:
         raise ValueError("measured must be a non-empty dict of the notebook's measurements")
     from specdec import QUICK
-    from specdec.timing import WATCHED
+    from specdec.measure.timing import WATCHED
 
     doc = {"schema": SCHEMA, "notebook": str(notebook),
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "quick_mode": bool(QUICK if quick is None else quick), "machine": machine(),
            "measured": _plain(measured, "measured"),
-           "steadiness": _plain(WATCHED, "steadiness")}     # every timing section's spread and load (specdec.timing)
+           "steadiness": _plain(WATCHED, "steadiness")}     # every timing section's spread and load (specdec.measure.timing)
     path = Path(folder or os.getcwd()) / FILE
     try:
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -28,8 +28,8 @@ from functools import lru_cache
 
 import torch
 
-from .decoding import ForwardCounter, _check_ids, new_cache
-from .timing import note_spread
+from specdec.core.decoding import ForwardCounter, _check_ids, new_cache
+from specdec.measure.timing import note_spread
 
 PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds")
 
@@ -163,7 +163,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
 
 def _summary(plain_s, spec_s, parts, per_round, n_tokens):
     """measure_rounds' result for one list of prompts from its repeats' seconds and round profiles."""
-    note_spread(plain_s)                       # to an open Steadiness block (specdec.timing)
+    note_spread(plain_s)                       # to an open Steadiness block (specdec.measure.timing)
     for s in spec_s.values():
         note_spread(s)
     med = statistics.median

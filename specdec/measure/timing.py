@@ -3,8 +3,8 @@
 ``Steadiness`` (notebooks 02, 05, 09, 10 and 11: around each timing section) watches a block of timings: the share
 of the CPU that other programs took meanwhile (``OtherLoad``), the 1-minute load average against the cores the
 notebook uses, and the spread of every repeated timing made inside it (``interleaved_medians``,
-``median_seconds`` and ``specdec.rounds.measure_rounds`` report theirs). ``report()`` prints one line with the
-spread and, when the machine was busy, one warning line; ``record()`` (specdec.insights) saves every section's
+``median_seconds`` and ``specdec.measure.rounds.measure_rounds`` report theirs). ``report()`` prints one line with the
+spread and, when the machine was busy, one warning line; ``record()`` (specdec.measure.my_measurements) saves every section's
 summary in my_measurements.json.
 """
 import os

@@ -1,11 +1,11 @@
-"""Train the drafters that ride on a trained target: ``python -m specdec.train drafters`` (specdec.train).
+"""Train the drafters that ride on a trained target: ``python -m specdec.training.train drafters`` (specdec.training.train).
 
-Medusa heads and an EAGLE feature draft (specdec.drafters) are trained against the frozen target of
+Medusa heads and an EAGLE feature draft (specdec.core.drafters) are trained against the frozen target of
 ``--target-from`` (default ``--out``), saved in medusa/ and eagle/, and measured (greedy α and τ per domain)
 against the separate draft and early exit; ``--smoke`` for tests. Their numbers go to drafters.json and the
 model card (specdec.cards).
 
-    python -m specdec.train drafters --out data/models              # the shipped drafters (~15 min)
+    python -m specdec.training.train drafters --out data/models              # the shipped drafters (~15 min)
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .cards import file_sha256, model_card
-from .corpus import DOMAINS, load_corpus
-from .decoding import count_params
-from .models import default_path, load_pair
-from .train_pair import Clock, encode_streams, folder_bytes, heldout_windows, lr_at, sample_batch
+from specdec.cards import file_sha256, model_card
+from specdec.training.corpus import DOMAINS, load_corpus
+from specdec.core.decoding import count_params
+from specdec.core.models import default_path, load_pair
+from specdec.training.train_pair import Clock, encode_streams, folder_bytes, heldout_windows, lr_at, sample_batch
 
 DRAFTER_SMOKE = dict(seq_len=32, batch=2, medusa_steps=3, eagle_steps=3, max_chars=60_000, json_records=200,
                      eval_windows=1, eval_every=1, tau_prompts=1, tau_tokens=6, n_heads=2, eagle_mlp=32)
@@ -32,7 +32,7 @@ DRAFTER_SMOKE = dict(seq_len=32, batch=2, medusa_steps=3, eagle_steps=3, max_cha
 
 def parse_drafter_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m specdec.train drafters",
+        prog="python -m specdec.training.train drafters",
         description="Train Medusa-style heads and an EAGLE-style feature draft on a frozen trained target "
                     "(its hidden states and logits), save them next to it, measure α and τ per domain.")
     p.add_argument("--out", type=Path, default=default_path(),
@@ -67,7 +67,7 @@ def parse_drafter_args(argv) -> argparse.Namespace:
         p.set_defaults(**DRAFTER_SMOKE)
     args = p.parse_args(argv)
     args.target_from = args.target_from or args.out
-    args.command = "python -m specdec.train drafters " + shlex.join(argv)
+    args.command = "python -m specdec.training.train drafters " + shlex.join(argv)
     return args
 
 
@@ -157,9 +157,9 @@ def train_drafter(module, loss_fn, target, streams, heldout_ids, args, name, ste
 
 def measure_drafters(target, proposers: dict, alpha_kwargs: dict, tokenizer, heldout: dict, args) -> dict:
     """{drafter: {domain: {alpha..., tau, rounds, tokens}}}: teacher-forced greedy α on the held-out
-    texts, τ of greedy speculation with k drafts on held-out prompts (specdec.drafters.greedy_tau)."""
-    from .decoding import heldout_prompts
-    from .drafters import greedy_tau, teacher_forced_alpha
+    texts, τ of greedy speculation with k drafts on held-out prompts (specdec.core.drafters.greedy_tau)."""
+    from specdec.core.decoding import heldout_prompts
+    from specdec.core.drafters import greedy_tau, teacher_forced_alpha
 
     results = {name: {} for name in proposers}
     for domain in DOMAINS:
@@ -182,9 +182,9 @@ def _read_log(path: Path) -> list:
 
 
 def main_drafters(argv) -> dict:
-    from .drafters import (EagleDraft, PlainLMProposer, EagleProposer, MedusaHeads, MedusaProposer, load_eagle,
+    from specdec.core.drafters import (EagleDraft, PlainLMProposer, EagleProposer, MedusaHeads, MedusaProposer, load_eagle,
                            load_medusa, save_drafter, target_fingerprint, trainable_params)
-    from .models import early_exit_draft, load_heldout
+    from specdec.core.models import early_exit_draft, load_heldout
 
     args = parse_drafter_args(argv)
     torch.set_num_threads(args.threads)

@@ -1,16 +1,16 @@
-"""Train the course's tiny target/draft pair and ship it (``python -m specdec.train``, specdec.train).
+"""Train the course's tiny target/draft pair and ship it (``python -m specdec.training.train``, specdec.training.train).
 
-Steps: build the three-domain corpus (specdec.corpus), train one byte-level BPE tokenizer,
+Steps: build the three-domain corpus (specdec.training.corpus), train one byte-level BPE tokenizer,
 train the target (LlamaForCausalLM) on next-token cross-entropy, train the draft (a much
 smaller LlamaForCausalLM, same vocabulary) by distillation on the target's logits, save both
 in fp16 with save_pretrained, then reload them and measure held-out loss and greedy α per
 domain for the model card (specdec.cards). Everything is seeded; with the same seed, thread count and
 Python version the run reproduces.
 
-    python -m specdec.train --out data/models           # the shipped pair (~20 min, 2 cores)
-    python -m specdec.train --smoke --out /tmp/pair     # a few steps, tiny sizes (CI)
+    python -m specdec.training.train --out data/models           # the shipped pair (~20 min, 2 cores)
+    python -m specdec.training.train --smoke --out /tmp/pair     # a few steps, tiny sizes (CI)
 
-``python -m specdec.train drafters`` (specdec.train_drafters) trains the drafters that ride on the trained target.
+``python -m specdec.training.train drafters`` (specdec.training.train_drafters) trains the drafters that ride on the trained target.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .cards import matching_drafters, model_card
-from .corpus import DOMAINS, corpus_versions, load_corpus
-from .decoding import count_params
-from .models import default_path, load_pair
+from specdec.cards import matching_drafters, model_card
+from specdec.training.corpus import DOMAINS, corpus_versions, load_corpus
+from specdec.core.decoding import count_params
+from specdec.core.models import default_path, load_pair
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -59,7 +59,7 @@ HELDOUT_SNIPPET_CHARS = 1000
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m specdec.train", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specdec.training.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=default_path(), help="folder to write the pair to")
     p.add_argument("--seed", type=int, default=0)
@@ -89,7 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.target_arch = SMOKE_TARGET_ARCH if args.smoke else TARGET_ARCH
     args.draft_arch = SMOKE_DRAFT_ARCH if args.smoke else DRAFT_ARCH
-    args.command = "python -m specdec.train " + shlex.join(argv)
+    args.command = "python -m specdec.training.train " + shlex.join(argv)
     return args
 
 

@@ -61,7 +61,7 @@ def greedy_generate(model, input_ids, max_new_tokens):      # the name the greed
 # the issue's second submission: plain greedy decoding, made-up stats, and the forward counter rebound
 REBIND_COUNTER = '''import math as _math
 
-from specdec.decoding import greedy_generate as _plain
+from specdec.core.decoding import greedy_generate as _plain
 
 
 @torch.no_grad()

@@ -59,17 +59,17 @@ _put = setattr
 _put(greedy_generate, "__co" + "de__", _zeros.__code__)
 '''
 
-# a cell above the setup cell: a stand-in for specdec.decoding whose greedy_generate decodes zeros
+# a cell above the setup cell: a stand-in for specdec.core.decoding whose greedy_generate decodes zeros
 STAND_IN = '''import sys as _sys
 import types as _types
 
-import specdec.decoding as _real
+import specdec.core.decoding as _real
 
-_fake = _types.ModuleType("specdec.decoding")
+_fake = _types.ModuleType("specdec.core.decoding")
 _fake.__dict__.update(vars(_real))
 _fake.greedy_generate = lambda model, ids, n: __import__("torch").cat(
     [ids, __import__("torch").zeros(1, n, dtype=__import__("torch").long)], dim=1)
-_sys.modules["specdec.decoding"] = _fake
+_sys.modules["specdec.core.decoding"] = _fake
 '''
 
 # reads the calling test's expected value from its frame
@@ -187,8 +187,8 @@ def verify(p, q, draft_tokens, generator=None):
                              detail=["__code__", "refused"])),
         "module_stand_in": ({**answers, "speculative_generate": ZERO_DECODER}, STAND_IN,
                             Expect(VERIFY_POINTS, "tampered", what="a zero decoder, and a stand-in for "
-                                                                   "specdec.decoding in sys.modules above the setup cell",
-                                   detail=["sys.modules['specdec.decoding']"])),
+                                                                   "specdec.core.decoding in sys.modules above the setup cell",
+                                   detail=["sys.modules['specdec.core.decoding']"])),
         "frame_read": ({**answers, "speculative_generate": FRAME_READ}, None,
                        Expect(VERIFY_POINTS, "flagged", what="returns the calling test's tensor of the right shape, "
                                                              "read from its frame (inspect.stack)",

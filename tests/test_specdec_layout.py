@@ -1,0 +1,121 @@
+"""specdec has rooms (issue "the measuring is the learner's work", item 8): every module lives in the room of its
+job and the package's module map names it; every reference in the course's files names a module that exists
+where it says; a notebook saved before the move still imports (with a warning); one meaning per name."""
+import ast
+import importlib
+import importlib.util
+import pkgutil
+import re
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+import specdec
+from nbhelpers import parse_contract
+from specdec import MOVED, REPO
+
+ROOMS = {"core", "measure", "training", "engines"}
+TOP = {"tables", "plotting", "checks", "cards"}          # shared by every room
+
+
+def _modules():
+    return [m for m in pkgutil.walk_packages(specdec.__path__, "specdec.") if not m.ispkg]
+
+
+def _source(m):
+    return (Path(m.module_finder.path) / f"{m.name.rsplit('.', 1)[1]}.py").read_text()
+
+
+def _exists(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:          # a child of a module that is not a package: an attribute, not a module
+        return False
+
+
+def _course_files():
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    return [REPO / p for p in listed if p.endswith((".py", ".ipynb", ".md", ".toml", ".json")) or
+            p in ("Makefile", ".ci/run")]
+
+
+def test_every_module_lives_in_a_room_and_the_map_names_it():
+    doc = specdec.__doc__
+    for m in _modules():
+        parts = m.name.split(".")
+        assert (len(parts) == 2 and parts[1] in TOP) or (len(parts) == 3 and parts[1] in ROOMS), \
+            f"{m.name} is outside the rooms {sorted(ROOMS)} and the shared modules {sorted(TOP)}"
+        assert re.search(rf"\b{parts[-1]}\b", doc), f"specdec's module map (its docstring) does not name {m.name}"
+    for room in ROOMS:
+        assert importlib.import_module(f"specdec.{room}").__doc__, f"specdec.{room} has no docstring"
+
+
+# a dotted name that starts a word (or follows a "\\n" inside a string literal)
+REFERENCE = re.compile(r"(?:(?<![\w/-])|(?<=\\n))(specdec(?:\.[a-z_]+)+)")
+
+
+def test_every_reference_names_a_module_where_it_is():
+    """Imports, `python -m` commands and dotted names in quotes or backticks (mock targets, docs) in every file
+    of the course: the longest module prefix of each exists, and none is a flat name of before the move."""
+    bad = []
+    for path in _course_files():
+        if path.name == "test_specdec_layout.py":        # names the old layout on purpose
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue
+        for ref in set(REFERENCE.findall(text)):
+            parts = ref.split(".")
+            if parts[-1] == "py" or parts[1].startswith("__"):   # a file name (specdec.py), an attribute (__file__)
+                continue
+            if parts[1] in MOVED:
+                bad.append(f"{path.relative_to(REPO)}: {ref} (now specdec.{MOVED[parts[1]]})")
+                continue
+            found = next((".".join(parts[:n]) for n in range(len(parts), 1, -1) if _exists(".".join(parts[:n]))), None)
+            if found is None:
+                bad.append(f"{path.relative_to(REPO)}: {ref} names no module")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_the_scan_sees_an_old_name_and_a_missing_one():
+    text = 'from specdec.kernels import convert\nrun("python -m specdec.measure.nothing_here")\n'
+    refs = REFERENCE.findall(text)
+    assert refs == ["specdec.kernels", "specdec.measure.nothing_here"]
+    assert refs[0].split(".")[1] in MOVED
+    assert not _exists("specdec.measure.nothing_here") and not _exists("specdec.measure.kernels.convert")
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_notebook_saved_before_the_move_still_imports(old):
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        module = importlib.import_module(f"specdec.{old}")
+    assert module is importlib.import_module(f"specdec.{MOVED[old]}")
+    assert any(issubclass(w.category, FutureWarning) and f"specdec.{MOVED[old]}" in str(w.message) for w in said)
+
+
+def test_the_old_engines_module_forwards_to_install():
+    from specdec.engines import install
+    with pytest.warns(FutureWarning, match="specdec.engines.install.cache_dir"):
+        from specdec.engines import cache_dir
+    assert cache_dir is install.cache_dir
+    with pytest.raises(ImportError):
+        from specdec.engines import no_such_function  # noqa: F401
+
+
+def test_one_meaning_per_name():
+    """No specdec function or class is named like a graded answer (the learner writes those), and no module name
+    is used in both specdec and autograde."""
+    graded = {name for parts in parse_contract().values() for part in parts.values() for name in part["entries"]}
+    clash = []
+    for m in _modules():
+        tree = ast.parse(_source(m))
+        clash += [f"{m.name}.{n.name}" for n in tree.body
+                  if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in graded]
+    assert not clash, f"named like a graded answer: {clash}"
+    ours = {m.name.rsplit(".", 1)[1] for m in _modules()}
+    grader = {p.stem for p in (REPO / "autograde").glob("*.py")} - {"__init__", "__main__"}
+    assert not ours & grader, f"module names in both specdec and autograde: {sorted(ours & grader)}"
