@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from specdec.measure.cpu_step_model import CpuStepModel, expected_batch_rounds, interpolate, measure_kernels, rounds_per_sequence
 from specdec.core.decoding import tiny_llama
+from specdec.measure.cpu_step_model import CpuStepModel, expected_batch_rounds, interpolate, measure_kernels, rounds_per_sequence
 
 
 def test_interpolate_is_piecewise_linear_and_extends_past_the_ends():

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from specdec import cards
-from specdec.training import train
 from specdec.core.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
 from specdec.core.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
                               load_medusa, trainable_params)
 from specdec.core.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
+from specdec.training import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NEW_TOKENS = 24

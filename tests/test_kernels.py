@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from specdec.measure import kernels
 from specdec.core.decoding import greedy_generate, tiny_llama
+from specdec.measure import kernels
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 X86 = platform.machine().lower() in ("x86_64", "amd64")

@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-from specdec.measure import kernels
 from specdec.core.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
 from specdec.core.lean import LeanCache, LeanLlama, time_step_parts
 from specdec.core.models import heldout_texts, padded_target
+from specdec.measure import kernels
 from specdec.measure.profiling import TERMS, attribute, profile_rounds
 from specdec.measure.rounds import measure_rounds, plain_decode, timed_decode
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from specdec import cards
-from specdec.training import train, train_pair
 from specdec.core.decoding import count_params
 from specdec.core.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)
+from specdec.training import train, train_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = default_path().parent.parent

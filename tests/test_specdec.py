@@ -6,9 +6,9 @@ import matplotlib
 import pytest
 
 import specdec
+from specdec.measure.timing import interleaved_medians, median_seconds
 from specdec.plotting import new_axes, roofline
 from specdec.tables import load_hardware, load_model_configs
-from specdec.measure.timing import interleaved_medians, median_seconds
 
 
 def test_hardware_table_has_the_course_gpus_with_units_and_sources():

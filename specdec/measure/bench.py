@@ -53,8 +53,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specdec.tables import load_model_configs
 from specdec.measure.timing import time_once
+from specdec.tables import load_model_configs
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from specdec.cards import file_sha256, model_card
-from specdec.training.corpus import DOMAINS, load_corpus
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
+from specdec.training.corpus import DOMAINS, load_corpus
 from specdec.training.train_pair import Clock, encode_streams, folder_bytes, heldout_windows, lr_at, sample_batch
 
 DRAFTER_SMOKE = dict(seq_len=32, batch=2, medusa_steps=3, eagle_steps=3, max_chars=60_000, json_records=200,

@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from specdec.cards import matching_drafters, model_card
-from specdec.training.corpus import DOMAINS, corpus_versions, load_corpus
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
+from specdec.training.corpus import DOMAINS, corpus_versions, load_corpus
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
