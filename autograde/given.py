@@ -26,7 +26,7 @@ from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta
 KEY = "given_from"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
-__all__ = ["KEY", "GivenCellError", "generate", "write", "stale", "given_cells"]
+__all__ = ["KEY", "GivenCellError", "generate", "write", "stale", "given_cells", "is_folded"]
 
 
 class GivenCellError(ValueError):
@@ -43,6 +43,11 @@ def _strip_markers(source):
 
 def _cell_id(cell, index):
     return nbgrader_meta(cell).get("grade_id") or f"cell {index}"
+
+
+def is_folded(cell):
+    """JupyterLab shows only the cell's first line (`jupyter.source_hidden`, which this step writes)."""
+    return cell.metadata.get("jupyter", {}).get("source_hidden") is True
 
 
 def given_cells(nb):
@@ -165,8 +170,7 @@ def _regenerate(notebooks, names):
             continue
         for i, cell in given_cells(notebooks[name]):
             new = generate(name, cell, notebooks, i)
-            folded = cell.metadata.get("jupyter", {}).get("source_hidden") is True
-            if new != cell.source or not folded:
+            if new != cell.source or not is_folded(cell):
                 cell.source = new
                 cell.metadata.setdefault("jupyter", {})["source_hidden"] = True     # JupyterLab shows line 1 only
                 changed.append((name, _cell_id(cell, i)))

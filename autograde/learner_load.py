@@ -19,6 +19,8 @@ import re
 import nbformat
 
 from autograde import NOTEBOOKS, REPO, assignments
+from autograde.assignment import is_test_cell, nbgrader_meta
+from autograde.given import is_folded
 
 MAX_LINES_PER_POINT = 60
 WORDS_PER_MINUTE = 200        # careful reading of technical prose with formulas
@@ -26,10 +28,6 @@ LINES_PER_MINUTE = 40         # code read and run, not written
 MINUTES_PER_POINT = 2.5       # writing and checking a graded function: a 3-point part in about 8 minutes
 
 __all__ = ["MAX_LINES_PER_POINT", "count", "minutes", "table", "readme_rows", "report"]
-
-
-def _is_folded(cell):
-    return cell.metadata.get("jupyter", {}).get("source_hidden") is True
 
 
 def _lines(source):
@@ -49,13 +47,12 @@ def count(name, folder=NOTEBOOKS):
             continue
         if cell.cell_type != "code":
             continue
-        meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            out["points"] += float(meta.get("points", 0))
+        if is_test_cell(cell):
+            out["points"] += float(nbgrader_meta(cell).get("points", 0))
         n = _lines(cell.source)
         out["code_cells"] += 1
         out["code_lines"] += n
-        out["folded_lines" if _is_folded(cell) else "visible_lines"] += n
+        out["folded_lines" if is_folded(cell) else "visible_lines"] += n
     return out
 
 

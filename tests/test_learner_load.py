@@ -7,6 +7,7 @@ import nbformat
 import pytest
 
 from autograde import NOTEBOOKS, assignments
+from autograde.assignment import is_test_cell, nbgrader_meta
 from autograde.learner_load import MAX_LINES_PER_POINT, count, minutes, readme_rows, report, table
 
 NAMES = assignments()
@@ -37,10 +38,8 @@ def _section_points(name, number):
             for heading in re.findall(r"^## (\d+)\.", cell.source, flags=re.M):
                 inside = heading == str(number)
                 seen |= inside
-        elif inside:
-            meta = cell.metadata.get("nbgrader", {})
-            if meta.get("grade") and not meta.get("solution"):
-                points += float(meta.get("points", 0))
+        elif inside and is_test_cell(cell):
+            points += float(nbgrader_meta(cell).get("points", 0))
     assert seen, f"{name} has no section {number}"
     return points
 
