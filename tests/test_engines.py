@@ -166,6 +166,52 @@ def test_decode_seconds_leaves_the_prefill_out():
         decode_seconds({"seconds": [1.0]}, 4)
 
 
+def test_an_impossible_decode_time_is_measured_again_then_reported_not_raised():
+    """A one-token run as slow as the long one (noise) gives a decoded token <= 0 s: decode_seconds says so with
+    UnusableMeasurement, and priced_sweep sweeps that batch again, a bounded number of times, then leaves it out
+    with its reason while the other batches are priced."""
+    from specdec.engines.vllm_client import UnusableMeasurement, decode_seconds, priced_sweep, repeat_decode_seconds
+
+    with pytest.raises(UnusableMeasurement, match="decoded token"):
+        decode_seconds({"seconds": [0.30, 0.31], "prefill_seconds": [0.32, 0.33]}, 12)     # the crash of issue 56
+    with pytest.raises(UnusableMeasurement):          # median fine, one repeat's own difference negative
+        decode_seconds({"seconds": [0.50, 0.52, 0.20], "prefill_seconds": [0.20, 0.21, 0.25]}, 12)
+    assert repeat_decode_seconds({"seconds": [1.2, 1.4], "prefill_seconds": [0.2, 0.3]}, 11) == pytest.approx([0.1, 0.11])
+    with pytest.raises(ValueError, match="prefill_seconds"):
+        repeat_decode_seconds({"seconds": [1.2, 1.4], "prefill_seconds": [0.2]}, 11)
+
+    class Fake:
+        """A worker whose batch 4 comes out impossible the first `bad` times it is swept."""
+        def __init__(self, bad):
+            self.bad, self.calls = bad, []
+
+        def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0, prefill=False):
+            assert prefill, "priced_sweep must ask for the one-token runs"
+            self.calls.append(list(batches))
+            out = {e: {} for e in engines}
+            for B in batches:
+                broken = B == 4 and self.bad > 0
+                for e in engines:
+                    long = [0.5 + 0.01 * B] * repeats
+                    out[e][str(B)] = {"seconds": long, "prefill_seconds": [x + 0.05 if broken else 0.1 for x in long],
+                                      "tokens": [[1]] * B, "metrics_before": "", "metrics_after": ""}
+                if B == 4:
+                    self.bad -= 1
+            return out
+
+    w = Fake(bad=1)
+    out, per_step, unusable = priced_sweep(w, ["plain", "spec"], [[1, 2]], [1, 4, 16], 12, repeats=2)
+    assert w.calls == [[1, 4, 16], [4]], "only the impossible batch is swept again"
+    assert unusable == {} and set(per_step["plain"]) == {1, 4, 16} and per_step["spec"][4] > 0
+    w = Fake(bad=10)
+    out, per_step, unusable = priced_sweep(w, ["plain", "spec"], [[1, 2]], [1, 4, 16], 12, repeats=2, retries=2)
+    assert w.calls == [[1, 4, 16], [4], [4]], "bounded: the first sweep and `retries` more"
+    assert set(unusable) == {4} and "3 times" in unusable[4] and "decoded token" in unusable[4]
+    assert set(per_step["plain"]) == set(per_step["spec"]) == {1, 16}, "the rest of the sweep is priced"
+    with pytest.raises(ValueError, match="retries"):
+        priced_sweep(w, ["plain"], [[1]], [1], 12, retries=-1)
+
+
 def test_the_load_generator_is_poisson_bounded_and_local():
     from specdec.engines.load import arrival_times, poisson_load
 

@@ -109,15 +109,75 @@ class VllmWorker:
         return False
 
 
+class UnusableMeasurement(ValueError):
+    """A decoded-token time that came out impossible: not positive, or with repeats whose spread reaches zero."""
+
+
+def repeat_decode_seconds(run, new_tokens):
+    """Each repeat's seconds per decoded token after the first, its long generation paired with the one-token
+    generation that ran right after it (the sweep takes them in turn): [(seconds[i] - prefill_seconds[i]) /
+    (new_tokens - 1)]. The spread of these is the noise of a decode-only time; whole-run seconds understate it,
+    since taking the prefill away leaves the same absolute noise on a smaller number."""
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
+        raise ValueError(f"new_tokens must be an integer >= 2 to leave a decoded token after the first, got {new_tokens!r}")
+    if not run.get("prefill_seconds"):
+        raise ValueError("run has no prefill_seconds: sweep it with prefill=True")
+    if len(run["prefill_seconds"]) != len(run["seconds"]):
+        raise ValueError(f"run holds {len(run['seconds'])} seconds but {len(run['prefill_seconds'])} prefill_seconds")
+    return [(s - p) / (new_tokens - 1) for s, p in zip(run["seconds"], run["prefill_seconds"])]
+
+
 def decode_seconds(run, new_tokens):
     """Seconds per decoded token after the first, from a sweep run with prefill: (median seconds of the
     `new_tokens`-token generation - median seconds of the one-token generation) / (new_tokens - 1). The prefill
     (every prompt token of the batch through the model) is the same work with and without speculation, and at a
-    large batch it outweighs a short generation's decoding; a step's price must leave it out."""
+    large batch it outweighs a short generation's decoding; a step's price must leave it out.
+
+    Raises UnusableMeasurement (a ValueError) where noise made the time impossible: the median difference not
+    positive, or a repeat whose own difference is not (the spread reaches zero, so the median is noise too)."""
     import statistics
 
-    if new_tokens < 2:
-        raise ValueError(f"new_tokens must be >= 2 to leave a decoded token after the first, got {new_tokens!r}")
-    if not run.get("prefill_seconds"):
-        raise ValueError("run has no prefill_seconds: sweep it with prefill=True")
-    return (statistics.median(run["seconds"]) - statistics.median(run["prefill_seconds"])) / (new_tokens - 1)
+    per_repeat = repeat_decode_seconds(run, new_tokens)
+    value = (statistics.median(run["seconds"]) - statistics.median(run["prefill_seconds"])) / (new_tokens - 1)
+    if not value > 0 or not min(per_repeat) > 0:
+        raise UnusableMeasurement(
+            f"a decoded token took {value * 1e3:.2f} ms (repeats {', '.join(f'{x * 1e3:.2f}' for x in per_repeat)} ms): "
+            f"the one-token runs ({', '.join(f'{x:.3f}' for x in run['prefill_seconds'])} s) were as slow as the "
+            f"{new_tokens}-token ones ({', '.join(f'{x:.3f}' for x in run['seconds'])} s)")
+    return value
+
+
+def priced_sweep(worker, engines, prompts, batches, new_tokens, repeats=1, retries=2, timeout=300.0):
+    """A sweep with prefill, priced per decoded token, that never stops on an impossible measurement.
+
+    Returns (sweep, per_step, unusable): sweep as VllmWorker.sweep returns it; per_step {engine: {B: seconds per
+    decoded token}} for the usable batches; unusable {B: why}. A batch where any engine's decode_seconds raises
+    UnusableMeasurement is swept again on its own (all the engines, taking turns as before, its runs replacing the
+    first ones), at most `retries` times; a batch still unusable then is left out of per_step, with the reason."""
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an integer >= 0, got {retries!r}")
+    engines, batches = list(engines), [int(b) for b in batches]
+    out = worker.sweep(engines, prompts, batches, new_tokens, repeats, timeout=timeout, prefill=True)
+
+    def reasons():
+        why = {}
+        for B in batches:
+            for e in engines:
+                try:
+                    decode_seconds(out[e][str(B)], new_tokens)
+                except UnusableMeasurement as err:
+                    why[B] = f"{e}: {err}"
+                    break
+        return why
+
+    why = reasons()
+    for _ in range(retries):
+        if not why:
+            break
+        again = worker.sweep(engines, prompts, sorted(why), new_tokens, repeats, timeout=timeout, prefill=True)
+        for e in engines:
+            out[e].update(again[e])
+        why = reasons()
+    per_step = {e: {B: decode_seconds(out[e][str(B)], new_tokens) for B in batches if B not in why} for e in engines}
+    unusable = {B: f"measured {retries + 1} times, still unusable ({reason})" for B, reason in why.items()}
+    return out, per_step, unusable
