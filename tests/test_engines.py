@@ -96,6 +96,27 @@ def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(ref
     assert _gone(pid), f"llama-server (pid {pid}) still running after the block"
 
 
+def test_a_streamed_request_keeps_the_servers_own_clock():
+    """poisson_load records, per request, the last timings llama-server streamed: its own predicted_ms over
+    predicted_n tokens (HTTP and streaming left out), no longer than what the client saw from first to last token;
+    busy_costs measures bursts at each busy level."""
+    need("llama.cpp")
+    from specdec.engines.llama_server import LlamaServer
+    from specdec.engines.load import busy_costs, poisson_load
+
+    with LlamaServer(gguf_path("target"), threads=2, parallel=2, ctx_size=256) as server:
+        recs = poisson_load(server.url, [[1, 2, 3, 4, 5, 6]], rate=1e6, n_requests=2, max_tokens=8, time_limit=60)
+        costs, failed = busy_costs(server.url, [[1, 2, 3], [4, 5, 6], [7, 8, 9]], (1, 2), bursts=2, max_tokens=6)
+    assert failed == 0 and set(costs) == {1, 2}
+    assert all(0 < c["ttft"] < c["latency"] and 0 < c["tpot"] < c["latency"] for c in costs.values()), costs
+    for r in recs:
+        assert r["error"] is None, r["error"]
+        own = r["server"]
+        assert own.get("predicted_n") == 8 and own.get("predicted_ms", 0) > 0, own
+        times = [t for t, n in r["chunks"] if n > 0]
+        assert own["predicted_ms"] / 1e3 <= (times[-1] - times[0]) * 1.5 + 0.05, (own, times)
+
+
 KERNEL = textwrap.dedent("""
     import sys, time
     from specdec.engines.install import gguf_path
@@ -210,6 +231,70 @@ def test_an_impossible_decode_time_is_measured_again_then_reported_not_raised():
     assert set(per_step["plain"]) == set(per_step["spec"]) == {1, 16}, "the rest of the sweep is priced"
     with pytest.raises(ValueError, match="retries"):
         priced_sweep(w, ["plain"], [[1]], [1], 12, retries=-1)
+
+
+def test_load_rates_come_from_a_measured_service_rate():
+    from specdec.engines.load import load_rates, service_rate
+
+    assert service_rate(0.5, 4) == pytest.approx(8.0), "4 requests served together in 0.5 s: 8 per second"
+    assert load_rates(8.0, (0.35, 0.7, 1.15)) == pytest.approx((2.8, 5.6, 9.2))
+    for bad in ({"burst_seconds": 0.0, "slots": 4}, {"burst_seconds": 1.0, "slots": 0}, {"burst_seconds": 1.0, "slots": 2.0}):
+        with pytest.raises(ValueError):
+            service_rate(**bad)
+    for bad in ((0.0, (0.5,)), (8.0, ()), (8.0, (0.7, 0.35)), (8.0, (0.5, 0.5)), (8.0, (-0.1, 1.0))):
+        with pytest.raises(ValueError):
+            load_rates(*bad)
+
+
+def test_token_times_under_load_by_busy_slots():
+    """Each gap between a request's token chunks counts at the number of requests decoding at its middle; a gap in
+    which another request got its first token is also counted as one that ran a prefill."""
+    from specdec.engines.load import token_times_by_busy
+
+    recs = [{"sent": 0.0, "error": None, "chunks": [[0.10, 1], [0.20, 1], [0.30, 2], [0.40, 1], [0.45, 0]]},
+            {"sent": 0.2, "error": None, "chunks": [[0.25, 1], [0.35, 1]]},
+            {"sent": 0.3, "error": "cut", "chunks": [[0.31, 1], [0.32, 1]]},          # failed: left out
+            {"sent": 0.5, "error": None, "chunks": [[0.60, 1]]}]                       # one token: no gap
+    got = token_times_by_busy(recs, slots=4)
+    # request 0: 0.1-0.2 (1 busy), 0.2-0.3 (2 busy: request 1 decodes 0.25-0.35; its first token inside), 0.3-0.4 (2 busy at 0.35)
+    # request 1: 0.25-0.35 (2 busy)
+    assert set(got) == {1, 2}
+    assert got[1]["tokens"] == 1 and got[1]["seconds"] == pytest.approx(0.1) and got[1]["prefill_tokens"] == 0
+    assert got[2]["tokens"] == 2 + 1 + 1 and got[2]["seconds"] == pytest.approx(0.3)
+    assert got[2]["prefill_tokens"] == 2 and got[2]["prefill_seconds"] == pytest.approx(0.1)
+    assert token_times_by_busy(recs, slots=1).keys() == {1}, "at most `slots` busy"
+    with pytest.raises(ValueError, match="slots"):
+        token_times_by_busy(recs, slots=0)
+
+
+def test_the_noise_band_of_repeated_ratios_and_the_server_clock():
+    from specdec.engines.load import server_tpot
+    from specdec.engines.vllm_client import interval, repeat_ratios
+
+    assert interval([1.2, 1.1, 4.0]) == pytest.approx((1.1, 1.3)), "one stalled repeat of three moves neither the median nor the MAD"
+    assert interval([0.9]) == (0.9, 0.9)
+    with pytest.raises(ValueError, match="ratios"):
+        interval([])
+    runs = {"plain": {"4": {"seconds": [1.2, 1.3], "prefill_seconds": [0.2, 0.3]}},
+            "spec": {"4": {"seconds": [0.7, 0.8], "prefill_seconds": [0.2, 0.3]}}}
+    assert repeat_ratios(runs, "spec", 11, 4) == pytest.approx([2.0, 2.0])
+    recs = [{"error": None, "server": {"predicted_ms": 150.0, "predicted_n": 16}}, {"error": "cut", "server": {}},
+            {"error": None, "server": {}}]
+    assert server_tpot(recs) == pytest.approx([0.01])
+
+
+def test_the_slot_simulation_queues_admits_and_prices_by_busy_slots():
+    from specdec.engines.load import simulate_slots
+
+    # one slot, two requests at 0: the second waits for the first; admission 0.05 s, then 0.1 s a token
+    tr = simulate_slots([0.0, 0.0], [3, 3], 1, {1: 0.1}, 0.05)
+    assert tr["first_token"] == pytest.approx([0.05, 0.30]) and tr["finish"] == pytest.approx([0.25, 0.50])
+    # two slots: both admitted together, each token priced at the two-busy time
+    tr = simulate_slots([0.0, 0.0], [3, 3], 2, {1: 0.1, 2: 0.15}, 0.05)
+    assert tr["first_token"] == pytest.approx([0.05, 0.05]) and tr["finish"] == pytest.approx([0.35, 0.35])
+    # a late arrival finds the server idle
+    tr = simulate_slots([0.0, 5.0], [2, 2], 1, {1: 0.1}, 0.05)
+    assert tr["first_token"][1] == pytest.approx(5.05) and tr["finish"][1] == pytest.approx(5.15)
 
 
 def test_the_load_generator_is_poisson_bounded_and_local():

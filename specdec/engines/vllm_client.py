@@ -181,3 +181,24 @@ def priced_sweep(worker, engines, prompts, batches, new_tokens, repeats=1, retri
     per_step = {e: {B: decode_seconds(out[e][str(B)], new_tokens) for B in batches if B not in why} for e in engines}
     unusable = {B: f"measured {retries + 1} times, still unusable ({reason})" for B, reason in why.items()}
     return out, per_step, unusable
+
+
+def repeat_ratios(runs, other, new_tokens, batch):
+    """Each repeat's decode-only speedup of engine `other` over "plain" at `batch` in one sweep (runs: {engine:
+    {str(B): run}}): plain's seconds per decoded token over other's, repeat by repeat (they ran in turn)."""
+    plain = repeat_decode_seconds(runs["plain"][str(batch)], new_tokens)
+    return [p / s for p, s in zip(plain, repeat_decode_seconds(runs[other][str(batch)], new_tokens))]
+
+
+def interval(ratios):
+    """(median - MAD, median + MAD) of repeated ratios, MAD the median absolute deviation from the median: the noise
+    band of a ratio that one stalled repeat of three does not widen (a decode-only time subtracts two runs, so one
+    slow one-token run can put a single repeat's ratio several times off)."""
+    import statistics
+
+    ratios = list(ratios)
+    if not ratios:
+        raise ValueError("ratios must hold at least one ratio")
+    med = statistics.median(ratios)
+    mad = statistics.median(abs(x - med) for x in ratios)
+    return med - mad, med + mad
