@@ -9,17 +9,72 @@ from specdec import DATA_DIR
 
 @dataclass(frozen=True)
 class Hardware:
+    """One GPU (or CPU) as the step model sees it: datasheet peaks, and what an engine attains of them.
+
+    mbu, mfu: the attainable fractions of the peak bandwidth and FLOP/s (model bandwidth and FLOP/s utilisation),
+    in (0, 1]; fixed_s: seconds every forward pass pays whatever its size (kernel launches, the engine's
+    scheduler and sampler set-up). The defaults 1, 1 and 0 are the datasheet-peak model, the optimistic bound;
+    `attainable` gives a copy with measured ones."""
     name: str
     memory_bytes: float
     bandwidth_bytes_per_s: float
     flops_per_s: float  # dense bf16 (fp16 where the vendor gives no bf16 figure)
     verified: bool
     source: str
+    mbu: float = 1.0
+    mfu: float = 1.0
+    fixed_s: float = 0.0
+
+    def __post_init__(self):
+        for key in ("mbu", "mfu"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{key} must be a fraction in (0, 1], got {value!r}")
+        if isinstance(self.fixed_s, bool) or not isinstance(self.fixed_s, (int, float)) or not self.fixed_s >= 0:
+            raise ValueError(f"fixed_s must be >= 0 seconds, got {self.fixed_s!r}")
+
+    @property
+    def peak(self):
+        """True for the datasheet-peak model (mbu = mfu = 1, no fixed cost)."""
+        return self.mbu == 1 and self.mfu == 1 and self.fixed_s == 0
 
     def describe(self):
-        """One line with units: 'H100 SXM: 3.35 TB/s, 989.4 TFLOP/s bf16, 80 GB'."""
-        return (f"{self.name}: {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s, {self.flops_per_s / 1e12:.1f} TFLOP/s bf16, "
+        """One line with units: 'H100 SXM: 3.35 TB/s, 989.4 TFLOP/s bf16, 80 GB' (and the attained fractions and
+        fixed cost where they are not the peak model's)."""
+        line = (f"{self.name}: {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s, {self.flops_per_s / 1e12:.1f} TFLOP/s bf16, "
                 f"{self.memory_bytes / 1e9:.0f} GB")
+        if not self.peak:
+            line += f"; attained {self.mbu:.0%} of the bandwidth, {self.mfu:.0%} of the FLOP/s, {self.fixed_s * 1e3:.2f} ms fixed per forward"
+        return line
+
+
+def attainable(hw, mbu=1.0, mfu=1.0, fixed_s=0.0, name=None):
+    """A copy of `hw` (a Hardware) with attained fractions of its peaks and a fixed cost per forward pass."""
+    if not isinstance(hw, Hardware):
+        raise ValueError(f"hw must be a Hardware, got {type(hw).__name__}")
+    return replace(hw, mbu=mbu, mfu=mfu, fixed_s=fixed_s, name=name or hw.name)
+
+
+def fit_linear_step(hw, fixed_s, per_token_s, per_kv_token_s, streamed_bytes, flops_per_token, kv_bytes_per_token,
+                    name=None):
+    """The attained terms of `hw` from an engine's linear fit of its forward time,
+    forward = fixed_s + per_token_s x batched tokens + per_kv_token_s x cached tokens read:
+
+    mfu = flops_per_token / FLOP/s / per_token_s (each batched token's arithmetic),
+    mbu = kv_bytes_per_token / bandwidth / per_kv_token_s (each cached token's KV read, a pure stream; at most 1),
+    fixed = fixed_s - streamed_bytes / (bandwidth x mbu) (the fit's constant holds the weight read; what is left
+    is paid per forward whatever it reads). Returns attainable(hw, mbu, mfu, fixed)."""
+    for key, value in (("fixed_s", fixed_s), ("per_token_s", per_token_s), ("per_kv_token_s", per_kv_token_s),
+                       ("streamed_bytes", streamed_bytes), ("flops_per_token", flops_per_token),
+                       ("kv_bytes_per_token", kv_bytes_per_token)):
+        if not value > 0:
+            raise ValueError(f"{key} must be > 0, got {value!r}")
+    mfu = min(1.0, flops_per_token / hw.flops_per_s / per_token_s)
+    mbu = min(1.0, kv_bytes_per_token / hw.bandwidth_bytes_per_s / per_kv_token_s)
+    fixed = fixed_s - streamed_bytes / (hw.bandwidth_bytes_per_s * mbu)
+    if fixed < 0:
+        raise ValueError(f"fixed_s {fixed_s} is shorter than the weight read at the fitted bandwidth: not a fit of this model")
+    return attainable(hw, mbu, mfu, fixed, name=name)
 
 
 def load_hardware(path=None):
@@ -80,6 +135,19 @@ class TPGroup:
     @property
     def verified(self):
         return self.gpu.verified
+
+    @property
+    def mbu(self):
+        return self.gpu.mbu
+
+    @property
+    def mfu(self):
+        return self.gpu.mfu
+
+    @property
+    def fixed_s(self):
+        """The fixed cost of every forward pass (the GPU's), on top of fixed_s_per_layer x layers."""
+        return self.gpu.fixed_s
 
     def draft_group(self):
         """The GPUs the draft runs on: draft_n_gpus of the same kind, with the same link, latency and fixed cost."""
