@@ -2,12 +2,11 @@
 cost per forward on `Hardware` and `TPGroup`, fitted to a published engine, with the datasheet-peak model kept as
 the optimistic bound. Notebook 07's step_terms is run through its solution namespace."""
 import csv
-import json
 import re
 
 import pytest
 
-from nbhelpers import solution_namespace, solution_path
+from nbhelpers import read, solution_namespace, solution_path
 from specdec import DATA_DIR
 from specdec.tables import TPGroup, attainable, fit_linear_step, load_hardware
 
@@ -24,8 +23,7 @@ def published():
 
 
 def _fit_cell():
-    nb = json.loads(solution_path("07_batch_crossover").read_text())
-    return next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("# SpecDecode-Bench/simulator"))
+    return next(c.source for c in read(solution_path("07_batch_crossover")).cells if c.source.startswith("# SpecDecode-Bench/simulator"))
 
 
 def _fitted_h100(ns):

@@ -132,6 +132,14 @@ def load_rates(rate, fractions):
     return tuple(float(rate * f) for f in fractions)
 
 
+def _token_chunks(record):
+    # [(seconds, tokens)] of the chunks carrying a token, for a request that finished with 2 tokens or more; else None
+    times = [(float(t), int(n)) for t, n in record.get("chunks", []) if n > 0]
+    if record.get("error") is not None or sum(n for _, n in times) < 2:
+        return None
+    return times
+
+
 def token_times_by_busy(records, slots):
     """What a token cost under a load, by how many requests were decoding at the time: the residual a slot
     simulation fed with bursts (every request starting together) cannot see.
@@ -144,11 +152,7 @@ def token_times_by_busy(records, slots):
     prefill inside), busy from 1 to slots where observed."""
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         raise ValueError(f"slots must be an integer >= 1, got {slots!r}")
-    decoding = []
-    for r in records:
-        times = [(float(t), int(n)) for t, n in r.get("chunks", []) if n > 0]
-        if r.get("error") is None and sum(n for _, n in times) >= 2 and len(times) >= 2:
-            decoding.append(times)
+    decoding = [times for times in map(_token_chunks, records) if times is not None and len(times) >= 2]
     spans = [(times[0][0], times[-1][0]) for times in decoding]
     out = {}
     for i, times in enumerate(decoding):
@@ -167,11 +171,8 @@ def token_times_by_busy(records, slots):
 
 def _decoded(record):
     # (first token time, last token time, tokens) of a finished request, or None
-    times = [(float(t), int(n)) for t, n in record.get("chunks", []) if n > 0]
-    tokens = sum(n for _, n in times)
-    if record.get("error") is not None or tokens < 2:
-        return None
-    return times[0][0], times[-1][0], tokens
+    times = _token_chunks(record)
+    return None if times is None else (times[0][0], times[-1][0], sum(n for _, n in times))
 
 
 def busy_costs(url, prompts, busy_levels, bursts, max_tokens, time_limit=60.0):

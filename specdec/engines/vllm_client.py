@@ -159,26 +159,26 @@ def priced_sweep(worker, engines, prompts, batches, new_tokens, repeats=1, retri
     engines, batches = list(engines), [int(b) for b in batches]
     out = worker.sweep(engines, prompts, batches, new_tokens, repeats, timeout=timeout, prefill=True)
 
-    def reasons():
-        why = {}
+    def price():
+        # ({engine: {B: seconds per decoded token}} of the usable batches, {B: why} of the others), in one pass
+        steps, why = {e: {} for e in engines}, {}
         for B in batches:
             for e in engines:
                 try:
-                    decode_seconds(out[e][str(B)], new_tokens)
+                    steps[e][B] = decode_seconds(out[e][str(B)], new_tokens)
                 except UnusableMeasurement as err:
                     why[B] = f"{e}: {err}"
                     break
-        return why
+        return {e: {B: t for B, t in by_b.items() if B not in why} for e, by_b in steps.items()}, why
 
-    why = reasons()
+    per_step, why = price()
     for _ in range(retries):
         if not why:
             break
         again = worker.sweep(engines, prompts, sorted(why), new_tokens, repeats, timeout=timeout, prefill=True)
         for e in engines:
             out[e].update(again[e])
-        why = reasons()
-    per_step = {e: {B: decode_seconds(out[e][str(B)], new_tokens) for B in batches if B not in why} for e in engines}
+        per_step, why = price()
     unusable = {B: f"measured {retries + 1} times, still unusable ({reason})" for B, reason in why.items()}
     return out, per_step, unusable
 
