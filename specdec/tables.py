@@ -1,6 +1,7 @@
 """Hardware and model tables from data/, each row with its source."""
 import csv
 import json
+import numbers
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -75,6 +76,33 @@ def fit_linear_step(hw, fixed_s, per_token_s, per_kv_token_s, streamed_bytes, fl
     if fixed < 0:
         raise ValueError(f"fixed_s {fixed_s} is shorter than the weight read at the fitted bandwidth: not a fit of this model")
     return attainable(hw, mbu, mfu, fixed, name=name)
+
+
+def first_pass_tokens(first_draft_tokens, k):
+    """The draft's first pass of a round, in tokens per sequence: `first_draft_tokens` itself, or
+    `first_draft_tokens(k)` when it is a function of the draft length (`vllm_v1_first_pass`).
+    Raises ValueError naming first_draft_tokens unless the tokens are an integer >= 1."""
+    first = first_draft_tokens(k) if callable(first_draft_tokens) else first_draft_tokens
+    if isinstance(first, bool) or not isinstance(first, numbers.Integral) or first < 1:
+        raise ValueError(f"first_draft_tokens must be an integer >= 1 (or a function of k giving one), got {first!r}")
+    return int(first)
+
+
+def vllm_v1_first_pass(k):
+    """vLLM V1's draft_model proposer: the draft's first pass of a round runs over k + 2 tokens per sequence
+    (the tokens the last round accepted, at most k + 1, and the target's own), its other k - 1 passes over one."""
+    return k + 2
+
+
+def sampler_seconds(model, gpu, positions, sampler_passes):
+    """The sampler's logits traffic: `sampler_passes` fp32 passes (4 bytes a logit) over the vocabulary-wide logits of
+    `positions` sampled rows, at the GPU's attained bandwidth (mbu x bandwidth): 4 x passes x positions x vocab
+    / (mbu x bandwidth), vocab = lm_head_bytes / (2 x hidden_size) (a bf16 LM head). 0 passes cost 0 seconds.
+    Raises ValueError naming sampler_passes when it is < 0."""
+    if isinstance(sampler_passes, bool) or not isinstance(sampler_passes, numbers.Real) or not sampler_passes >= 0:
+        raise ValueError(f"sampler_passes must be >= 0, got {sampler_passes!r}")
+    vocab = model["lm_head_bytes"] / (2 * model["hidden_size"])
+    return float(4 * sampler_passes * positions * vocab / (gpu.mbu * gpu.bandwidth_bytes_per_s))
 
 
 def load_hardware(path=None):

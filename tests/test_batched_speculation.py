@@ -181,3 +181,22 @@ def test_a_chain_priced_as_a_tree_round_is_notebook_07s_spec_speedup(ns):
         assert priced == pytest.approx(ns["spec_speedup"](batch, context, a[0], k, l8, l1, h100), rel=1e-9)
         best = best_round(a, target_s, draft_s, batch, range(0, 9), first_extra=0)
         assert best["tree"]["rate"] >= best["chain"]["rate"] > 0
+
+
+def test_the_simulator_pays_the_rounds_own_terms(ns):
+    """simulate_server(..., terms=...): c_round once per speculative round (the plain steps of policy off do not pay
+    it), the sampler in every forward, vLLM's first pass in the draft's first step; without terms, the bare round."""
+    from specdec.tables import vllm_v1_first_pass
+    simulate = _simulator(ns)
+    l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
+    prompts, outputs = np.array([500]), np.array([101])          # one request on an idle server: one sequence
+    run = lambda policy, **terms: simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3,
+                                            terms=terms or None)[0]["finish"][0]
+    base = run("fixed")
+    assert run("fixed", first_draft_tokens=1, c_round=0.0, sampler_passes=0) == base
+    rounds = (run("fixed", c_round=1e-3) - base) / 1e-3
+    assert abs(rounds - round(rounds)) < 1e-6 and 100 / 5 <= round(rounds) <= 100, rounds
+    assert run("off", c_round=1e-3) == run("off"), "plain decoding pays no round cost"
+    assert run("off", sampler_passes=3) > run("off"), "the sampler runs in every forward, plain steps too"
+    assert run("fixed", sampler_passes=3) > base
+    assert run("fixed", first_draft_tokens=vllm_v1_first_pass) >= base

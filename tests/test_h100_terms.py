@@ -126,3 +126,62 @@ def test_the_round_terms_off_leave_every_speedup_unchanged(ns):
     for B, L, k, alpha in ((1, 0, 4, 0.8), (64, 2048, 3, 0.7), (256, 1024, 4, 0.8)):
         old = ns["expected_tokens"](alpha, k) * st(target, h100, B, L) / (k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1))
         assert ns["spec_speedup"](B, L, alpha, k, target, draft, h100) == pytest.approx(old, rel=1e-12)
+
+
+def test_first_pass_tokens_and_sampler_seconds():
+    """The round's shared helpers: a first pass fixed or a function of k, checked; the sampler's fp32 passes."""
+    from specdec.tables import first_pass_tokens, sampler_seconds, vllm_v1_first_pass
+    assert first_pass_tokens(1, 4) == 1 and first_pass_tokens(3, 7) == 3
+    assert first_pass_tokens(vllm_v1_first_pass, 4) == 6 and first_pass_tokens(lambda k: 2 * k, 3) == 6
+    for bad in (0, 2.5, True, -1, lambda k: 0, lambda k: k / 2):
+        with pytest.raises(ValueError, match=r"\bfirst_draft_tokens\b"):
+            first_pass_tokens(bad, 3)
+    h100 = load_hardware()["H100 SXM"]
+    model = {"lm_head_bytes": 2 * 128_256 * 4096, "hidden_size": 4096}
+    assert sampler_seconds(model, h100, 256, 0) == 0.0
+    want = 4 * 3 * 256 * 128_256 / (0.85 * h100.bandwidth_bytes_per_s)
+    assert sampler_seconds(model, attainable(h100, 0.85), 256, 3) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match=r"\bsampler_passes\b"):
+        sampler_seconds(model, h100, 1, -1)
+
+
+@pytest.mark.parametrize("name", ["08_break_even_acceptance", "10_batches_and_servers"])
+def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_without_them(name):
+    """08's cost ratio, gate, per-state k and plan, and 10's gate: the defaults (first pass 1, c_round 0, no sampler)
+    give what the bare round gives; vLLM's first pass, c_round and the sampler each move the answer."""
+    from specdec.tables import vllm_v1_first_pass
+    ns = solution_namespace(name)
+    h100, spec = load_hardware()["H100 SXM"], ns["spec_speedup"]
+    target, draft = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B")
+    off = dict(first_draft_tokens=1, c_round=0.0, sampler_passes=0)
+    moved = [dict(off, first_draft_tokens=vllm_v1_first_pass), dict(off, c_round=2e-3), dict(off, sampler_passes=3)]
+    if name.startswith("08"):
+        st = ns["step_seconds"]
+        raised = set()
+        for B, L, k in ((1, 0, 4), (64, 2048, 3), (256, 1024, 4)):
+            bare = (k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1)) / st(target, h100, B, L)
+            assert ns["round_cost_ratio"](B, L, k, target, draft, h100) == pytest.approx(bare, rel=1e-12)
+            assert ns["round_cost_ratio"](B, L, k, target, draft, h100, **off) == pytest.approx(bare, rel=1e-12)
+            for i, terms in enumerate(moved):
+                got = ns["round_cost_ratio"](B, L, k, target, draft, h100, **terms)
+                assert got >= bare * (1 - 1e-12), f"{terms}: a term cannot make the round cheaper, got {got} against {bare}"
+                assert got == pytest.approx(1 / spec(B, L, 0.0, k, target, draft, h100, **terms), rel=1e-12)
+                if got > bare * (1 + 1e-6):
+                    raised.add(i)
+        assert raised == {0, 1, 2}, "each term (vLLM's first pass, c_round, the sampler) must raise the cost ratio somewhere"
+        states = {(1, 0): 0.4, (128, 1024): 0.3, (256, 1274): 0.3}
+        plain_plan = ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states)
+        assert plain_plan == ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **off)
+        assert [ns["best_k_for_batch"](B, L, 0.8, target, draft, h100) for B, L in states] == [4, 2, 2]
+        heavy = dict(first_draft_tokens=vllm_v1_first_pass, c_round=2e-3, sampler_passes=3)
+        assert ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **heavy)["code"]["fleet_speedup"] \
+            < plain_plan["code"]["fleet_speedup"]
+        assert ns["should_speculate"](256, 1024, 0.8, 4, target, draft, h100) is True
+        assert spec(256, 1024, 0.8, 4, target, draft, h100, **heavy) < spec(256, 1024, 0.8, 4, target, draft, h100)
+        assert ns["should_speculate"](256, 1024, 0.8, 4, target, draft, h100, **dict(heavy, c_round=0.02)) is False
+    else:
+        contexts = [1274] * 256
+        assert ns["gate_k"](contexts, 0.8, target, draft, h100) == ns["gate_k"](contexts, 0.8, target, draft, h100, **off) >= 1
+        heavy = dict(first_draft_tokens=vllm_v1_first_pass, c_round=2e-3, sampler_passes=3)
+        assert ns["gate_k"](contexts, 0.8, target, draft, h100, **heavy) == \
+            ns["best_k_for_batch"](256, 1274.0, 0.8, target, draft, h100, 8, **heavy)
