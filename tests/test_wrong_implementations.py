@@ -608,6 +608,8 @@ WRONG += [
                                   "bw, flops, m = gpu.bandwidth_bytes_per_s, gpu.flops_per_s, batch * tokens"))),
     Case("07", "step_seconds", "the bandwidth fraction applied to the KV read twice",
          P("07", "step_seconds", ('"attention": roofline(kv, ', '"attention": roofline(kv / gpu.mbu, '))),
+    Case("07", "step_seconds", "the fixed cost per layer counted per token (x M)",
+         P("07", "step_seconds", ('gpu.fixed_s_per_layer * model["layers"] if', 'gpu.fixed_s_per_layer * model["layers"] * m if'))),
     Case("07", "step_seconds", "the fixed cost per forward counted per token (x M)",
          P("07", "step_seconds", ('"fixed": gpu.fixed_s + (', '"fixed": m * gpu.fixed_s + ('))),
     Case("07", "spec_speedup", "the draft costs nothing even when it is a model",
