@@ -246,3 +246,28 @@ def test_section_8s_line_the_k_sweep_and_the_crossover_are_what_the_markdown_say
                  for head in (s["simulator_head"], s["step_head"])]
     assert fits == 1422 and all(c > fits for c in crossings)
     assert round(crossings[0], -2) == 1500 and round(crossings[1], -3) == 2000
+
+
+def test_the_crossover_under_stated_conditions_is_what_07_says(ns):
+    """07's maps at alpha 0.6/0.7/0.8: the zero-context break-even batch 97/124/159 on the datasheet peaks and
+    47/73/107 in vLLM's fitted engine (k 4, 8B + 1B, one H100); at 1,024 tokens 318 (memory) against 189; the
+    fitted engine's speedup is spec_speedup with the scheduler paid once per step by the plain step and the round."""
+    import matplotlib
+    matplotlib.use("Agg")
+    scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"), llama_1b=ns["model_spec"]("Llama-3.2-1B"))
+    exec(compile(_fit_cell(), "07:fit", "exec"), scope)
+    cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
+    axes = next(s for s in cells if s.startswith("map_batches = np.unique")).splitlines()[:2]     # the maps' axes
+    for source in ("\n".join(axes), next(s for s in cells if s.startswith("ALPHAS, K_MAP, MAP_CONTEXTS = "))):
+        exec(compile(source, "07:maps", "exec"), scope)
+    table = scope["break_even"]
+    assert [table["datasheet peaks", a][0][0] for a in (0.6, 0.7, 0.8)] == [97, 124, 159]
+    assert [table["vLLM's engine, fitted", a][0][0] for a in (0.6, 0.7, 0.8)] == [47, 73, 107]
+    assert table["datasheet peaks", 0.8][2] == (318, True) and table["vLLM's engine, fitted", 0.8][2] == (189, False)
+    S, fwd = scope["FIT"]["scheduler_s"], scope["h100_forward"]
+    assert fwd.fixed_s == pytest.approx(scope["FIT"]["constant_s"] - 15_009_849_344 / (fwd.mbu * fwd.bandwidth_bytes_per_s), rel=1e-9)
+    plain = scope["step_seconds"](scope["llama_8b"], fwd, 64, 300) + S
+    draft = (scope["step_seconds"](scope["llama_1b"], fwd, 64, 300, tokens=6) + 3 * scope["step_seconds"](scope["llama_1b"], fwd, 64, 300))
+    rnd = draft + scope["step_seconds"](scope["llama_8b"], fwd, 64, 300, tokens=5) + S
+    want = scope["expected_tokens"](0.7, 4) * plain / rnd
+    assert scope["engine_speedup"](64, 300, 0.7, 4, scope["llama_8b"], scope["llama_1b"]) == pytest.approx(want, rel=1e-12)
