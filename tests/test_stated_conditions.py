@@ -1,6 +1,7 @@
 """The conditions the notebooks attach to their claims hold: each claim below is recomputed from the course's own
 code, so a take-away that names a condition names one that matters."""
 import math
+import re
 
 import pytest
 import torch
@@ -63,3 +64,37 @@ def test_the_embedding_table_share_notebook_01_states():
     total = ns["weight_bytes"](cfg)
     assert round(table / 1e9, 2) == 1.05 and round(total / 1e9, 2) == 16.06
     assert round(100 * table / (total - table)) == 7
+
+
+CLAIM = re.compile(r"\d[\d.,]*\s*(×|x\b)|break-even|crossover|pays up to|stops paying")
+ACCEPTANCE = re.compile(r"α|acceptance|τ|\balpha\b")
+BASIS = re.compile(r"peak|datasheet|roofline|fitted|measured|attain|your (CPU|machine)|printed|this machine", re.I)
+
+
+def _take_away_bullets(name):
+    """The bullets of a notebook's "What to take away" (its markdown from that heading on)."""
+    from nbhelpers import read, solution_path
+    cells = read(solution_path(name)).cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## What to take away"))
+    text = "\n".join(c.source for c in cells[start:] if c.cell_type == "markdown")
+    return [b.strip() for b in re.split(r"\n(?=- )", text) if b.strip().startswith("- ")]
+
+
+@pytest.mark.parametrize("name", ["06_h100_configs_real_timings", "07_batch_crossover", "08_break_even_acceptance",
+                                  "09_speculation_that_pays", "10_batches_and_servers"])
+def test_every_take_away_that_states_a_speedup_or_crossover_names_its_acceptance_and_its_terms(name):
+    """A take-away of 06-10 that states a speedup, a break-even or a crossover names the acceptance it holds under
+    (α, an acceptance length, or the learner's measured acceptance) and the terms it was priced with (datasheet
+    peaks, fitted or attained terms, or a measurement printed in the notebook)."""
+    bullets = _take_away_bullets(name)
+    assert bullets, f"{name} has no take-away bullets"
+    claims = [b for b in bullets if CLAIM.search(b)]
+    missing = [b[:120] for b in claims if not (ACCEPTANCE.search(b) and BASIS.search(b))]
+    assert not missing, f"{name}: take-aways without their conditions: {missing}"
+
+
+def test_the_take_away_check_catches_a_bare_claim():
+    bare = "- Speculation pays up to batch 187 and gives 2.80× at batch 32."
+    assert CLAIM.search(bare) and not (ACCEPTANCE.search(bare) and BASIS.search(bare))
+    said = "- At α 0.8, k 4 on the datasheet peaks, speculation pays up to batch 187."
+    assert ACCEPTANCE.search(said) and BASIS.search(said)
