@@ -271,3 +271,28 @@ def test_the_crossover_under_stated_conditions_is_what_07_says(ns):
     rnd = draft + scope["step_seconds"](scope["llama_8b"], fwd, 64, 300, tokens=5) + S
     want = scope["expected_tokens"](0.7, 4) * plain / rnd
     assert scope["engine_speedup"](64, 300, 0.7, 4, scope["llama_8b"], scope["llama_1b"]) == pytest.approx(want, rel=1e-12)
+
+
+def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says():
+    """08's side-by-side: the 1B draft at k 4 needs alpha 0.57 at batch 1 (0.40 on the peaks), 0.85 at batch 128 and
+    no context (0.71), none at batch 256 (0.999), and 0.82 at batch 256 and 1,024 tokens (0.73); FIT is 07's."""
+    import math
+    ns = solution_namespace("08_break_even_acceptance")
+    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
+    scope = dict(ns)
+    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
+    exec(compile(next(s for s in cells if "def break_even_alpha_at(" in s).split("\n\n\nmap_batches")[0], "08:map", "exec"), scope)
+    exec(compile(next(s for s in cells if "def engine_alpha_at(" in s), "08:engine", "exec"), scope)
+    l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
+    peak, engine = scope["break_even_alpha_at"], scope["engine_alpha_at"]
+    assert (round(peak(1, 0, 4, l8, l1, h100), 2), round(engine(1, 0, 4, l8, l1), 2)) == (0.40, 0.57)
+    assert (round(peak(128, 0, 4, l8, l1, h100), 2), round(engine(128, 0, 4, l8, l1), 2)) == (0.71, 0.85)
+    assert round(peak(256, 0, 4, l8, l1, h100), 3) == 0.999 and math.isnan(engine(256, 0, 4, l8, l1))
+    assert (round(peak(256, 1024, 4, l8, l1, h100), 2), round(engine(256, 1024, 4, l8, l1), 2)) == (0.73, 0.82)
+    assert scope["FIT"] == _fit_scope()["FIT"]
+
+
+def _fit_scope():
+    scope = {}
+    exec(compile(_fit_cell().split("\n")[2], "07:FIT", "exec"), scope)
+    return scope
