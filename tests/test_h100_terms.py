@@ -296,3 +296,22 @@ def _fit_scope():
     scope = {}
     exec(compile(_fit_cell().split("\n")[2], "07:FIT", "exec"), scope)
     return scope
+
+
+def test_08s_gate_on_vllms_fitted_engine_is_what_08_says():
+    """08's gate side by side (alpha 0.8, 8B + 1B, one H100): k 3 where the peaks pick 4 up to batch 48; off from
+    192 instead of 256 at zero context and instead of 318 at 256 tokens; at 1,024 tokens on to the memory limit,
+    k 1 from batch 128."""
+    ns = solution_namespace("08_break_even_acceptance")
+    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
+    scope = dict(ns)
+    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
+    exec(compile(next(s for s in cells if "def engine_alpha_at(" in s).split("\n\n\nprint(")[0], "08:engine", "exec"), scope)
+    exec(compile(next(s for s in cells if "def engine_gate(" in s).split("\n\n\nprint(")[0], "08:gate", "exec"), scope)
+    gate, best = scope["engine_gate"], scope["best_k_for_batch"]
+    l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
+    assert all(gate(b, 0, 0.8)[0] == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
+    first_off = lambda f, L: next(b for b in (64, 96, 128, 160, 192, 256, 318, 384) if f(b, L) == 0)
+    assert first_off(lambda b, L: gate(b, L, 0.8)[0], 0) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
+    assert first_off(lambda b, L: gate(b, L, 0.8)[0], 256) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
+    assert [gate(b, 1024, 0.8)[0] for b in (96, 128, 318)] == [2, 1, 1]
