@@ -1,6 +1,7 @@
 """The H100 step model's attained terms (issue: the terms measured engines pay): fractions of the peaks and a fixed
 cost per forward on `Hardware` and `TPGroup`, fitted to a published engine, with the datasheet-peak model kept as
 the optimistic bound. Notebook 07's step_terms is run through its solution namespace."""
+import ast
 import csv
 import re
 
@@ -192,6 +193,9 @@ def _section_8(ns):
     scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"))
     exec(compile(_fit_cell(), "07:fit", "exec"), scope)
     cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
+    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)      # section 4's bisection, the function alone
+    bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
+    exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
     for marker in ("def scaled_draft(", "published_sweeps.csv", "ENGINE_LINE = ", "roof_line = fit_step_line("):
         exec(compile(next(s for s in cells if marker in s), "07:section 8", "exec"), scope)
     return scope
@@ -273,41 +277,36 @@ def test_the_crossover_under_stated_conditions_is_what_07_says(ns):
     assert scope["engine_speedup"](64, 300, 0.7, 4, scope["llama_8b"], scope["llama_1b"]) == pytest.approx(want, rel=1e-12)
 
 
-def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says():
+def _scope_08(*parts):
+    """08's solution namespace with its model cell and the named cells' definitions run: (marker, cut) pairs, the
+    cell holding `marker` cut before `cut` (its printing or plotting)."""
+    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
+    scope = dict(solution_namespace("08_break_even_acceptance"))
+    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
+    for marker, cut in parts:
+        exec(compile(next(s for s in cells if marker in s).split(cut)[0], f"08:{marker}", "exec"), scope)
+    return scope
+
+
+def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says(ns):
     """08's side-by-side: the 1B draft at k 4 needs alpha 0.57 at batch 1 (0.40 on the peaks), 0.85 at batch 128 and
     no context (0.71), none at batch 256 (0.999), and 0.82 at batch 256 and 1,024 tokens (0.73); FIT is 07's."""
     import math
-    ns = solution_namespace("08_break_even_acceptance")
-    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
-    scope = dict(ns)
-    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
-    exec(compile(next(s for s in cells if "def break_even_alpha_at(" in s).split("\n\n\nmap_batches")[0], "08:map", "exec"), scope)
-    exec(compile(next(s for s in cells if "def engine_alpha_at(" in s), "08:engine", "exec"), scope)
+    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"), ("def engine_alpha_at(", "\n\n\nprint("))
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
     peak, engine = scope["break_even_alpha_at"], scope["engine_alpha_at"]
     assert (round(peak(1, 0, 4, l8, l1, h100), 2), round(engine(1, 0, 4, l8, l1), 2)) == (0.40, 0.57)
     assert (round(peak(128, 0, 4, l8, l1, h100), 2), round(engine(128, 0, 4, l8, l1), 2)) == (0.71, 0.85)
     assert round(peak(256, 0, 4, l8, l1, h100), 3) == 0.999 and math.isnan(engine(256, 0, 4, l8, l1))
     assert (round(peak(256, 1024, 4, l8, l1, h100), 2), round(engine(256, 1024, 4, l8, l1), 2)) == (0.73, 0.82)
-    assert scope["FIT"] == _fit_scope()["FIT"]
-
-
-def _fit_scope():
-    scope = {}
-    exec(compile(_fit_cell().split("\n")[2], "07:FIT", "exec"), scope)
-    return scope
+    assert scope["FIT"] == _fitted_h100(ns)[1]
 
 
 def test_08s_gate_on_vllms_fitted_engine_is_what_08_says():
     """08's gate side by side (alpha 0.8, 8B + 1B, one H100): k 3 where the peaks pick 4 up to batch 48; off from
     192 instead of 256 at zero context and instead of 318 at 256 tokens; at 1,024 tokens on to the memory limit,
     k 1 from batch 128."""
-    ns = solution_namespace("08_break_even_acceptance")
-    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
-    scope = dict(ns)
-    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
-    exec(compile(next(s for s in cells if "def engine_alpha_at(" in s).split("\n\n\nprint(")[0], "08:engine", "exec"), scope)
-    exec(compile(next(s for s in cells if "def engine_gate(" in s).split("\n\n\nprint(")[0], "08:gate", "exec"), scope)
+    scope = _scope_08(("def engine_alpha_at(", "\n\n\nprint("), ("def engine_gate(", "\n\n\nprint("))
     gate, best = scope["engine_gate"], scope["best_k_for_batch"]
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
     assert all(gate(b, 0, 0.8)[0] == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
