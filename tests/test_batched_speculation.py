@@ -203,14 +203,14 @@ def test_the_simulator_pays_the_rounds_own_terms(ns):
 
 
 def test_the_simulator_charges_its_step_overhead_once_per_iteration(ns):
-    """simulate_server(..., step_overhead_s=S): every server iteration pays S once, plain steps and rounds alike,
+    """simulate_server(..., terms={"c_step": S}): every server iteration pays S once, plain steps and rounds alike,
     so one request on an idle server finishes later by S x its iterations (the prefill's included)."""
     simulate = _simulator(ns)
     l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
     prompts, outputs = np.array([500]), np.array([101])
     for policy in ("off", "fixed"):
         base = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3)[0]["finish"][0]
-        late = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3, step_overhead_s=1e-3)[0]["finish"][0]
+        late = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3, terms={"c_step": 1e-3})[0]["finish"][0]
         iterations = (late - base) / 1e-3
         assert abs(iterations - round(iterations)) < 1e-6, iterations
         want = 101 if policy == "off" else None          # the prefill gives the first token, then 100 plain steps

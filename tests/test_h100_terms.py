@@ -154,7 +154,7 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
     ns = solution_namespace(name)
     h100, spec = load_hardware()["H100 SXM"], ns["spec_speedup"]
     target, draft = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B")
-    off = dict(first_draft_tokens=1, c_round=0.0, sampler_passes=0)
+    off = dict(first_draft_tokens=1, c_round=0.0, sampler_passes=0, c_step=0.0)
     moved = [dict(off, first_draft_tokens=vllm_v1_first_pass), dict(off, c_round=2e-3), dict(off, sampler_passes=3)]
     if name.startswith("08"):
         st = ns["step_seconds"]
@@ -170,6 +170,10 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
                 if got > bare * (1 + 1e-6):
                     raised.add(i)
         assert raised == {0, 1, 2}, "each term (vLLM's first pass, c_round, the sampler) must raise the cost ratio somewhere"
+        for B, L, k in ((1, 0, 4), (256, 1024, 4)):      # the step's term: paid by the round and the plain step alike
+            plain, rnd = st(target, h100, B, L), k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1)
+            got = ns["round_cost_ratio"](B, L, k, target, draft, h100, c_step=1.2e-3)
+            assert got == pytest.approx((rnd + 1.2e-3) / (plain + 1.2e-3), rel=1e-12) and got < rnd / plain
         states = {(1, 0): 0.4, (128, 1024): 0.3, (256, 1274): 0.3}
         plain_plan = ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states)
         assert plain_plan == ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **off)
