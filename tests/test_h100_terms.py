@@ -296,25 +296,52 @@ def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says(ns):
     """08's side-by-side: the 1B draft at k 4 needs alpha 0.57 at batch 1 (0.40 on the peaks), 0.85 at batch 128 and
     no context (0.71), none at batch 256 (0.999), and 0.82 at batch 256 and 1,024 tokens (0.73); FIT is 07's."""
     import math
-    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"), ("def engine_alpha_at(", "\n\n\nprint("))
+    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
-    peak, engine = scope["break_even_alpha_at"], scope["engine_alpha_at"]
-    assert (round(peak(1, 0, 4, l8, l1, h100), 2), round(engine(1, 0, 4, l8, l1), 2)) == (0.40, 0.57)
-    assert (round(peak(128, 0, 4, l8, l1, h100), 2), round(engine(128, 0, 4, l8, l1), 2)) == (0.71, 0.85)
-    assert round(peak(256, 0, 4, l8, l1, h100), 3) == 0.999 and math.isnan(engine(256, 0, 4, l8, l1))
-    assert (round(peak(256, 1024, 4, l8, l1, h100), 2), round(engine(256, 1024, 4, l8, l1), 2)) == (0.73, 0.82)
+    at = scope["break_even_alpha_at"]
+    peak = lambda b, L: at(b, L, 4, l8, l1, h100)
+    engine = lambda b, L: at(b, L, 4, l8, l1, scope["h100_forward"], scope["ENGINE"])
+    assert (round(peak(1, 0), 2), round(engine(1, 0), 2)) == (0.40, 0.57)
+    assert (round(peak(128, 0), 2), round(engine(128, 0), 2)) == (0.71, 0.85)
+    assert round(peak(256, 0), 3) == 0.999 and math.isnan(engine(256, 0))
+    assert (round(peak(256, 1024), 2), round(engine(256, 1024), 2)) == (0.73, 0.82)
     assert scope["FIT"] == _fitted_h100(ns)[1]
+    assert scope["ENGINE"]["c_step"] == scope["FIT"]["scheduler_s"] and scope["ENGINE"]["first_draft_tokens"](4) == 6
 
 
 def test_08s_gate_on_vllms_fitted_engine_is_what_08_says():
     """08's gate side by side (alpha 0.8, 8B + 1B, one H100): k 3 where the peaks pick 4 up to batch 48; off from
     192 instead of 256 at zero context and instead of 318 at 256 tokens; at 1,024 tokens on to the memory limit,
     k 1 from batch 128."""
-    scope = _scope_08(("def engine_alpha_at(", "\n\n\nprint("), ("def engine_gate(", "\n\n\nprint("))
-    gate, best = scope["engine_gate"], scope["best_k_for_batch"]
+    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
+    best = scope["best_k_for_batch"]
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
+    gate = lambda b, L, a: (best(b, L, a, l8, l1, scope["h100_forward"], **scope["ENGINE"]),)
     assert all(gate(b, 0, 0.8)[0] == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
     first_off = lambda f, L: next(b for b in (64, 96, 128, 160, 192, 256, 318, 384) if f(b, L) == 0)
     assert first_off(lambda b, L: gate(b, L, 0.8)[0], 0) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
     assert first_off(lambda b, L: gate(b, L, 0.8)[0], 256) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
     assert [gate(b, 1024, 0.8)[0] for b in (96, 128, 318)] == [2, 1, 1]
+
+
+def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():
+    """08 prices its policy plot and its day's plan on vLLM's fitted engine by default: at batch 128 and no context
+    (alpha 0.8) fixed k = 4 gives 0.90x and the gate 1.19x; the day's plan 1.42x / 1.18x / 1.06x (code, chat,
+    creative) against 1.70x / 1.34x / 1.14x on the peaks, always k = 4 1.30x / 0.89x / 0.64x; zero context 1.37x /
+    1.16x / 1.05x."""
+    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"), ("alphas_measured = {", "\n\n\n"),
+                      ("zero = {(b, 0)", "\n\n\n"))
+    l8, l1, fwd, engine = scope["llama_8b"], scope["llama_1b"], scope["h100_forward"], scope["ENGINE"]
+    spec, best = scope["spec_speedup"], scope["best_k_for_batch"]
+    assert round(spec(128, 0, 0.8, 4, l8, l1, fwd, **engine), 2) == 0.90
+    k = best(128, 0, 0.8, l8, l1, fwd, **engine)
+    assert round(spec(128, 0, 0.8, k, l8, l1, fwd, **engine), 2) == 1.19
+    fleet = lambda plan: tuple(round(plan[t]["fleet_speedup"], 2) for t in ("code", "chat", "creative"))
+    assert fleet(scope["plan"]) == (1.42, 1.18, 1.06)
+    assert fleet(scope["peak_plan"]) == (1.70, 1.34, 1.14)
+    assert fleet(scope["plan0"]) == (1.37, 1.16, 1.05)
+    day, alphas = scope["day"], scope["alphas_measured"]
+    always = tuple(round(1 / sum(w / spec(b, L, alphas[t], 4, l8, l1, fwd, **engine) for (b, L), w in day.items()), 2)
+                   for t in ("code", "chat", "creative"))
+    assert always == (1.30, 0.89, 0.64)
+    assert [scope["plan"]["code"]["k"][s] for s in day] == [3, 3, 3, 3, 2, 1, 1, 0]
