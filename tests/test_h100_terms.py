@@ -345,3 +345,28 @@ def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():
                    for t in ("code", "chat", "creative"))
     assert always == (1.30, 0.89, 0.64)
     assert [scope["plan"]["code"]["k"][s] for s in day] == [3, 3, 3, 3, 2, 1, 1, 0]
+
+
+def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
+    """10 simulates the 8B's server on vLLM's fitted engine by default (alpha 0.8, k 4, short contexts): fixed k = 4
+    gains 1.50x in median TPOT at 2 req/s (2.01x on the peaks) and loses at 96 req/s (25.4 against 15.6 ms), the gate
+    too (19.7 ms); with the draft's prefill free the gate wins there (14.8 ms)."""
+    name = "10_batches_and_servers"
+    scope = dict(solution_namespace(name))
+    cells = [c.source for c in read(solution_path(name)).cells if c.cell_type == "code"]
+    for marker, cut in (("\ndef simulate_server(", None), ("# vLLM's engine on one H100 as notebook 07", None),
+                        ("ALPHA_SIM, K_SIM, SLO = ", "\nt_sim = time.perf_counter()")):
+        source = next(s for s in cells if marker in s)
+        exec(compile(source.split(cut)[0] if cut else source, f"10:{marker.strip()}", "exec"), scope)
+    assert scope["ENGINE"] == {"first_draft_tokens": scope["vllm_v1_first_pass"], "c_step": scope["FIT"]["scheduler_s"]}
+    engine = scope["sweep"](scope["ENGINE_8B"], "short", (2, 96))
+    peaks = scope["sweep"](scope["PEAKS_8B"], "short", (2,))
+    p50 = lambda res, policy, rate: round(res[policy][rate]["tpot_p50"] * 1e3, 1)
+    assert round(engine["off"][2]["tpot_p50"] / engine["fixed"][2]["tpot_p50"], 2) == 1.50
+    assert round(peaks["off"][2]["tpot_p50"] / peaks["fixed"][2]["tpot_p50"], 2) == 2.01
+    assert (p50(engine, "off", 96), p50(engine, "fixed", 96), p50(engine, "gated", 96)) == (15.6, 25.4, 19.7)
+    free = next(s for s in cells if s.startswith("# what if the draft's prefill were free?"))
+    scope["engine"] = engine
+    exec(compile(free, "10:free prefill", "exec"), scope)
+    assert round(scope["free_prefill"]["gated"] * 1e3, 1) == 14.8 and round(scope["free_prefill"]["fixed"] * 1e3, 1) == 21.6
+    assert scope["prefill_seconds"] is scope["real_prefill"], "the cell restores the prefill it swapped"
