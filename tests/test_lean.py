@@ -358,3 +358,31 @@ def test_generation_speedup_limits_and_bad_input():
                        ((0.5, 16, t, 20), "k = 16"), ((0.5, 4, {"c": 0.1}, 20), "terms"), ((0.5, 4, {"c": 0.1, "v": {4: 1.0}, "o": 0.0}, 20), "c_round"), ((0.5, 4.0, t, 20), "k")]:
         with pytest.raises(ValueError, match=match):
             generation_speedup(*bad)
+
+
+def test_measure_rounds_profiles_full_rounds_only_with_their_own_parts():
+    """With per-round times (timed_decode's propose_each and verify_each) the profile at k holds the rounds that
+    drafted k tokens, each with its own propose and verify seconds and the rest of a round (the loop's time outside
+    both, per round); a short last round, whose verify is cheaper, stays out, and the race's rounds still count it."""
+    def decode(prompt, k):
+        per_round = [(k, 1), (k, 0), (1, 1)]                         # two full rounds, then a short one
+        propose, verify = [0.004 * k, 0.004 * k, 0.004], [0.010, 0.010, 0.006]
+        rest = 0.003 * 3
+        return None, {"seconds": sum(propose) + sum(verify) + rest, "rounds": 3, "drafted": 2 * k + 1,
+                      "per_round": per_round, "propose_seconds": sum(propose), "verify_seconds": sum(verify),
+                      "propose_each": propose, "verify_each": verify}
+
+    got = measure_rounds(decode, lambda pr: (None, 0.01), ["a", "b"], [2, 4], max_new_tokens=5, repeats=1, warmup=0)
+    p = got["profile"][4]
+    assert (p["rounds"], p["drafted"]) == (4, 16)
+    assert p["propose_seconds"] == pytest.approx(4 * 0.016) and p["verify_seconds"] == pytest.approx(4 * 0.010)
+    assert p["total_seconds"] == pytest.approx(4 * (0.016 + 0.010 + 0.003))
+    assert got["rounds"][4] == 6, "the race's rounds: every round, the short ones included"
+    assert got["round_seconds"][4] == pytest.approx(2 * (2 * 0.026 + 0.010 + 0.009) / 6)
+
+    def no_full(prompt, k):
+        return None, {"seconds": 0.01, "rounds": 1, "drafted": 1, "per_round": [(1, 1)], "propose_seconds": 0.002,
+                      "verify_seconds": 0.005, "propose_each": [0.002], "verify_each": [0.005]}
+
+    with pytest.raises(ValueError, match="no round drafted k tokens"):
+        measure_rounds(no_full, lambda pr: (None, 0.01), ["a"], [4], max_new_tokens=1, repeats=1, warmup=0)

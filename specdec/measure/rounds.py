@@ -17,7 +17,9 @@ prices every round of such a generation under the same model (notebook 09's race
 
 ``timed_decode`` runs the notebook's loop with the proposer's calls and the target's forwards timed; ``measure_rounds``
 collects, per k, a round profile {rounds, drafted, propose_seconds, verify_seconds, total_seconds}, from which the
-learner computes c, c_round, v(k) and o (notebook 05, Part B, ``round_terms``). Nothing here is graded.
+learner computes c, c_round, v(k) and o (notebook 05, Part B, ``round_terms``). The profile holds the **full**
+rounds only (those that drafted k tokens): they are the rounds the model's terms price; a short last round has its
+own, cheaper verify, and ``generation_speedup`` prices it once, as itself. Nothing here is graded.
 """
 from __future__ import annotations
 
@@ -35,10 +37,11 @@ PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total
 
 
 class TimedProposer:
-    """A proposer whose propose() calls are timed (``seconds``); start() and advance() pass through."""
+    """A proposer whose propose() calls are timed (``seconds``, and ``each``: one entry per call); start() and
+    advance() pass through."""
 
     def __init__(self, proposer):
-        self.proposer, self.seconds = proposer, 0.0
+        self.proposer, self.seconds, self.each = proposer, 0.0, []
         self.needs_hidden = getattr(proposer, "needs_hidden", False)
 
     def start(self, tokens, hidden=None):
@@ -47,7 +50,8 @@ class TimedProposer:
     def propose(self, tokens, k, temperature, generator=None):
         t0 = time.perf_counter()
         out = self.proposer.propose(tokens, k, temperature, generator)
-        self.seconds += time.perf_counter() - t0
+        self.each.append(time.perf_counter() - t0)
+        self.seconds += self.each[-1]
         return out
 
     def advance(self, tokens, hidden=None):
@@ -57,12 +61,19 @@ class TimedProposer:
 def timed_decode(loop, target, proposer, input_ids, max_new_tokens, k):
     """``loop(target, proposer, input_ids, max_new_tokens, k=k)`` (the notebook's speculative_decode) with its parts
     timed. Returns (tokens, stats): the loop's stats plus "propose_seconds" (the proposer's propose calls) and
-    "verify_seconds" (the target's forwards after the prefill), both inside the loop's "seconds"."""
+    "verify_seconds" (the target's forwards after the prefill), both inside the loop's "seconds", and per round
+    (one propose call and one target forward each, in the order of stats["per_round"]) "propose_each" and
+    "verify_each"."""
     timed = TimedProposer(proposer)
     with ForwardCounter(target) as forwards:
         tokens, stats = loop(target, timed, input_ids, max_new_tokens, k=k)
     prefill = 1 if input_ids.shape[1] > 1 else 0                 # the loop's first target forward: the prompt
-    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(forwards.each[prefill:]))
+    verify_each = list(forwards.each[prefill:])
+    if not len(timed.each) == len(verify_each) == stats["rounds"]:
+        raise ValueError(f"loop: expected one propose call and one target forward per round, got {len(timed.each)} "
+                         f"calls and {len(verify_each)} forwards in {stats['rounds']} rounds")
+    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(verify_each),
+                        propose_each=list(timed.each), verify_each=verify_each)
 
 
 @torch.no_grad()
@@ -86,7 +97,7 @@ def plain_decode(model, input_ids, max_new_tokens):
     return buf, time.perf_counter() - t0
 
 
-def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup=1):
+def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup=1, progress=None):
     """Decode-only timings of speculative rounds and plain tokens on `prompts`, interleaved, medians of `repeats`.
 
     decode(prompt, k) -> (tokens, stats) with stats["seconds"] and stats["rounds"] (the notebook's loop);
@@ -99,10 +110,15 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     of decoders with the same names (or one decoder for all): the lists are then measured in one run, their prompts
     taken in turn, and the result is {name: result} with each list's own result below, computed from its own
     prompts only. Two uses of one machine state: a prediction fed by one list's measurements, the race of another.
+    progress: a tqdm-like wrapper (``progress(iterable, desc=..., total=...)``) for a bar per repeat, or None.
 
     Where decode's stats carry "propose_seconds" and "verify_seconds" (``timed_decode``), "profile" holds
     {k: {rounds, drafted, propose_seconds, verify_seconds, total_seconds}} summed over the prompts, the median of
-    the repeats (of an even count, the mean of the two middle ones, as for the plain time). Returns
+    the repeats (of an even count, the mean of the two middle ones, as for the plain time). Where they also carry
+    "propose_each" and "verify_each" (per round), the profile holds the full rounds only (those that drafted k
+    tokens), each with its own propose and verify seconds and the rest of a round (the loop's time outside both,
+    per round, over all the rounds of that generation); the short last rounds are left to ``generation_speedup``,
+    which prices them as themselves. A k with no full round raises ValueError. Returns
     {"token_seconds": median seconds per plain token, "round_seconds": {k: median seconds per round}, "rounds":
     {k: rounds per repeat}, "spread": {name: (min, median, max) of the repeats' seconds}, "plain_seconds": median
     plain decode seconds over all prompts, "decode_seconds": {k: median speculative decode seconds over all
@@ -135,30 +151,50 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     spec_s = {name: {k: [] for k in ks} for name in groups}
     parts = {name: {k: [] for k in ks} for name in groups}
     per_round = {name: {} for name in groups}
-    for _ in range(repeats):
+    for r in range(repeats):
         plain_r = dict.fromkeys(groups, 0.0)
-        part_r = {name: {k: dict.fromkeys(PROFILE_KEYS, 0) for k in ks} for name in groups}
+        part_r = {name: {k: dict.fromkeys(PROFILE_KEYS + ("all_rounds", "all_seconds"), 0) for k in ks} for name in groups}
         counts = {name: {k: [] for k in ks} for name in groups}
-        for name, pr in order:
+        steps = progress(order, desc=f"repeat {r + 1} of {repeats}", total=len(order)) if progress else order
+        for name, pr in steps:
             plain_r[name] += plain(pr)[1]
             for k in ks:
                 _, stats = decoders[name](pr, k)
                 part = part_r[name][k]
                 counts[name][k] += stats["per_round"]
-                part["rounds"] += stats["rounds"]
-                part["drafted"] += stats["drafted"]
-                part["propose_seconds"] += stats.get("propose_seconds", 0.0)
-                part["verify_seconds"] += stats.get("verify_seconds", 0.0)
-                part["total_seconds"] += stats["seconds"]
+                part["all_rounds"] += stats["rounds"]
+                part["all_seconds"] += stats["seconds"]
+                for key, value in _round_parts(stats, k).items():
+                    part[key] += value
+        for name in groups:
+            for k in ks:
+                if part_r[name][k]["rounds"] == 0:
+                    raise ValueError(f"k = {k}: no round drafted k tokens in {max_new_tokens} new tokens "
+                                     f"(the profile prices full rounds): generate more tokens or drop this k")
         for name in groups:
             plain_s[name].append(plain_r[name])
             for k in ks:
-                spec_s[name][k].append(part_r[name][k]["total_seconds"])
+                spec_s[name][k].append(part_r[name][k].pop("all_seconds"))
                 parts[name][k].append(part_r[name][k])
             per_round[name] = counts[name]
     out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], max_new_tokens * len(p))
            for name, p in groups.items()}
     return out if named else out[None]
+
+
+def _round_parts(stats, k):
+    """One generation's contribution to the profile at k: every round (stats without per-round times), or the full
+    rounds with their own propose and verify seconds and the rest of a round, per round, over the generation."""
+    propose, verify = stats.get("propose_seconds", 0.0), stats.get("verify_seconds", 0.0)
+    if "propose_each" not in stats:
+        return {"rounds": stats["rounds"], "drafted": stats["drafted"], "propose_seconds": propose,
+                "verify_seconds": verify, "total_seconds": stats["seconds"]}
+    full = [i for i, (drafted, _) in enumerate(stats["per_round"]) if drafted == k]
+    rest = max(0.0, stats["seconds"] - propose - verify) / stats["rounds"]        # the loop's own time per round
+    p_full = sum(stats["propose_each"][i] for i in full)
+    v_full = sum(stats["verify_each"][i] for i in full)
+    return {"rounds": len(full), "drafted": k * len(full), "propose_seconds": p_full, "verify_seconds": v_full,
+            "total_seconds": p_full + v_full + rest * len(full)}
 
 
 def _summary(plain_s, spec_s, parts, per_round, n_tokens):
@@ -169,8 +205,8 @@ def _summary(plain_s, spec_s, parts, per_round, n_tokens):
     med = statistics.median
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
+    rounds = {k: p[0]["all_rounds"] for k, p in parts.items()}     # every round; greedy: the same in every repeat
     profile = {k: _median_profile(p) for k, p in parts.items()}
-    rounds = {k: p["rounds"] for k, p in profile.items()}          # greedy: the same in every repeat
     return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
             "rounds": rounds, "per_round": per_round, "spread": spread, "plain_seconds": med(plain_s),
