@@ -316,12 +316,12 @@ def test_08s_gate_on_vllms_fitted_engine_is_what_08_says():
     scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
     best = scope["best_k_for_batch"]
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
-    gate = lambda b, L, a: (best(b, L, a, l8, l1, scope["h100_forward"], **scope["ENGINE"]),)
-    assert all(gate(b, 0, 0.8)[0] == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
+    gate = lambda b, L, a: best(b, L, a, l8, l1, scope["h100_forward"], **scope["ENGINE"])
+    assert all(gate(b, 0, 0.8) == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
     first_off = lambda f, L: next(b for b in (64, 96, 128, 160, 192, 256, 318, 384) if f(b, L) == 0)
-    assert first_off(lambda b, L: gate(b, L, 0.8)[0], 0) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
-    assert first_off(lambda b, L: gate(b, L, 0.8)[0], 256) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
-    assert [gate(b, 1024, 0.8)[0] for b in (96, 128, 318)] == [2, 1, 1]
+    assert first_off(lambda b, L: gate(b, L, 0.8), 0) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
+    assert first_off(lambda b, L: gate(b, L, 0.8), 256) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
+    assert [gate(b, 1024, 0.8) for b in (96, 128, 318)] == [2, 1, 1]
 
 
 def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():

@@ -151,9 +151,11 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     spec_s = {name: {k: [] for k in ks} for name in groups}
     parts = {name: {k: [] for k in ks} for name in groups}
     per_round = {name: {} for name in groups}
+    rounds = {name: {} for name in groups}                # every round of a repeat, short ones included (greedy: fixed)
     for r in range(repeats):
         plain_r = dict.fromkeys(groups, 0.0)
-        part_r = {name: {k: dict.fromkeys(PROFILE_KEYS + ("all_rounds", "all_seconds"), 0) for k in ks} for name in groups}
+        part_r = {name: {k: dict.fromkeys(PROFILE_KEYS, 0) for k in ks} for name in groups}
+        spec_r = {name: dict.fromkeys(ks, 0.0) for name in groups}
         counts = {name: {k: [] for k in ks} for name in groups}
         steps = progress(order, desc=f"repeat {r + 1} of {repeats}", total=len(order)) if progress else order
         for name, pr in steps:
@@ -162,8 +164,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
                 _, stats = decoders[name](pr, k)
                 part = part_r[name][k]
                 counts[name][k] += stats["per_round"]
-                part["all_rounds"] += stats["rounds"]
-                part["all_seconds"] += stats["seconds"]
+                spec_r[name][k] += stats["seconds"]
                 for key, value in _round_parts(stats, k).items():
                     part[key] += value
         for name in groups:
@@ -174,10 +175,11 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
         for name in groups:
             plain_s[name].append(plain_r[name])
             for k in ks:
-                spec_s[name][k].append(part_r[name][k].pop("all_seconds"))
+                spec_s[name][k].append(spec_r[name][k])
                 parts[name][k].append(part_r[name][k])
+                rounds[name][k] = len(counts[name][k])
             per_round[name] = counts[name]
-    out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], max_new_tokens * len(p))
+    out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], rounds[name], max_new_tokens * len(p))
            for name, p in groups.items()}
     return out if named else out[None]
 
@@ -197,7 +199,7 @@ def _round_parts(stats, k):
             "total_seconds": p_full + v_full + rest * len(full)}
 
 
-def _summary(plain_s, spec_s, parts, per_round, n_tokens):
+def _summary(plain_s, spec_s, parts, per_round, rounds, n_tokens):
     """measure_rounds' result for one list of prompts from its repeats' seconds and round profiles."""
     note_spread(plain_s)                       # to an open Steadiness block (specdec.measure.timing)
     for s in spec_s.values():
@@ -205,7 +207,6 @@ def _summary(plain_s, spec_s, parts, per_round, n_tokens):
     med = statistics.median
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
-    rounds = {k: p[0]["all_rounds"] for k, p in parts.items()}     # every round; greedy: the same in every repeat
     profile = {k: _median_profile(p) for k, p in parts.items()}
     return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
             "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
