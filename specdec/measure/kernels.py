@@ -5,7 +5,8 @@ Whether speculation pays on a CPU depends less on the model than on the matrix k
 costs about one decode step only if the kernel reads each weight once for all k + 1 rows. Which kernels do that
 depends on the instruction set (``torch.backends.cpu.get_cpu_capability()``): bf16 kernels with AVX-512 BF16 or
 AMX do; on a CPU with only AVX2 they convert and re-read, and a 5-token verify costs several steps. So the course
-measures every path this build offers and chooses by the predicted speedup, never by the CPU's name.
+measures every path this build offers and chooses by the tokens per second the speedup model predicts,
+never by the CPU's name.
 
 A path is a way to run the model's weights:
   ``bf16``          parameters in bfloat16 (oneDNN / MKL kernels)
@@ -121,7 +122,7 @@ def weight_megabytes(model) -> float:
 
 
 def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64, repeats=5, warmup=1,
-                  max_step=None, padded=None, progress=None):
+                  max_step=None, padded=None, progress=None, forward=None):
     """Time every path and padded width: a decode step and a (k+1)-token verify of the padded target, and a draft step.
 
     target, draft: the fp32 pair. widths: MLP widths to pad the target to (``padded_target``). For each path
@@ -132,6 +133,8 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
     other (each padded model is built, timed and freed: the widest fp32 one is a gigabyte).
     max_step: seconds; a path's wider widths are skipped once one of its rows steps slower than this (a step
     grows with the bytes), so no time goes into models too slow to use.
+    forward: a wrapper every timed model runs through, target and drafts alike (notebook 09 passes
+    ``specdec.core.lean.LeanLlama``, the forward its race runs); None times transformers' forward.
     """
     from specdec.core.models import padded_target
 
@@ -142,7 +145,8 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
         raise ValueError(f"widths must be a list of ints, got {widths!r}")
     ks = sorted(set(ks))
     padded = padded or padded_target
-    drafts = {p: convert(draft, p) for p in paths}
+    wrap = forward or (lambda m: m)
+    drafts = {p: wrap(convert(draft, p)) for p in paths}
     draft_steps = {}
     for p in paths:
         draft_steps[p] = median_seconds(forward_step(drafts[p], 1, context), repeats=repeats + 2, warmup=warmup + 1)
@@ -155,10 +159,12 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
         if p in too_slow:
             continue
         model = convert(padded(target, w), p, inplace=True)
+        mb = weight_megabytes(model)
+        model = wrap(model)
         timed = interleaved_medians({kk: forward_step(model, kk + 1 if kk else 1, context) for kk in [0] + ks},
                                     repeats=repeats, warmup=warmup)
         step = timed[0]
-        rows.append({"path": p, "width": w, "mb": weight_megabytes(model), "step": step,
+        rows.append({"path": p, "width": w, "mb": mb, "step": step,
                      "v": {kk: timed[kk] / step for kk in ks}, "c": draft_steps[draft_path] / step,
                      "draft_path": draft_path})
         del model
@@ -168,30 +174,101 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
 
 
 def row_best_k(alpha, row, predict):
-    """(k, predicted speedup) maximising predict(alpha, k, c, v) for one row of ``measure_paths``.
+    """(k, predicted speedup) maximising predict(alpha, k, row) for one row of ``measure_paths``.
 
-    `predict` is the speedup model, E(alpha, k) / (k·c + v(k)) in the notebooks (E is notebook 03's answer,
-    so it is passed in, not restated here)."""
-    k = max(row["v"], key=lambda kk: predict(alpha, kk, row["c"], row["v"]))
-    return k, predict(alpha, k, row["c"], row["v"])
+    `predict` is the speedup model: notebook 05's ``predicted_speedup(alpha, k, terms)`` in 09, whose rows carry
+    the round terms (c, c_round, v, o), so it is passed in, not restated here."""
+    k = max(row["v"], key=lambda kk: predict(alpha, kk, row))
+    return k, predict(alpha, k, row)
 
 
 def format_table(rows, alphas=None, predict=None, chosen=None, note=None):
     """The table the choice came from, one line per path and width, as text; with `alphas` and `predict`, each
-    domain's best k and its predicted speedup; `note(row)` may add a word at the end of a line."""
+    domain's best k, its predicted speedup and the tokens per second it decodes at (plain decoding's 1 ÷ step where
+    no k is predicted above 1, marked "plain"); `note(row)` may add a word at the end of a line."""
     ks = sorted(rows[0]["v"]) if rows else []
     head = f"{'path':12s} {'width':>6s} {'MB':>6s} {'step ms':>8s} " + " ".join(f"{'v(' + str(k) + ')':>6s}" for k in ks)
-    head += f" {'c':>6s}" + "".join(f" {d + ' k, x':>11s}" for d in (alphas or {}))
+    head += f" {'c':>6s}" + "".join(f" {d + ': k, x, tok/s':>22s}" for d in (alphas or {}))
     lines = [head]
     for r in rows:
         line = (f"{r['path']:12s} {r['width']:6d} {r['mb']:6.0f} {r['step'] * 1e3:8.2f} "
                 + " ".join(f"{r['v'][k]:6.2f}" for k in ks) + f" {r['c']:6.3f}")
         for a in (alphas or {}).values():
             k, s = row_best_k(a, r, predict)
-            line += f" {k:4d}, {s:4.2f}x"
+            line += f" {k:4d}, {s:4.2f}x, {max(s, 1.0) / r['step']:5.0f}" + ("*" if s <= 1 else " ")
         if chosen is r:
             line += "  <- chosen"
         elif note is not None and note(r):
             line += "  " + note(r)
         lines.append(line)
+    if alphas and any(row_best_k(a, r, predict)[1] <= 1 for r in rows for a in alphas.values()):
+        lines.append("* no k pays: the row decodes plainly, 1 / step tokens per second")
     return "\n".join(lines)
+
+
+def square_twin_products(model, path: str, repeats: int = 9, warmup: int = 2, seed: int = 0):
+    """The padded MLP's matrix products beside square matrices of the same bytes: what the MLP's shape costs.
+
+    `model` is a ``specdec.core.lean.LeanLlama`` of the padded target on `path`. Its MLP matrices are skinny (gate
+    and up: width × hidden, down: hidden × width, with the shipped model's hidden size); each gets a square twin
+    of the same number of weights on the same path (random values: a product's time does not depend on them).
+    Every repeat runs one row through every layer's MLP matrices, then through their twins (each reads other
+    weights, so both stream from memory), and the medians are returned: {"padded": s, "square": s, "mb": MB of
+    weights each set reads}. The twins' MB differ from the padded ones' by the rounding of the side only.
+    """
+    import math
+    import statistics
+    import time
+
+    _check_path(path)
+    gen = torch.Generator().manual_seed(seed)
+
+    def weight(op):                            # a fused matrix, an nn.Linear, or a torch.ao int8 module
+        return op if isinstance(op, torch.Tensor) else op.weight() if callable(op.weight) else op.weight
+
+    def twin(op):
+        w = weight(op)
+        side = round(math.sqrt(w.numel()))
+        layer = torch.nn.Linear(side, side, bias=False)
+        with torch.no_grad():
+            layer.weight.copy_(torch.randn(side, side, generator=gen) * 0.02)
+        if not callable(getattr(op, "weight", None)):                         # a float matrix: run as a tensor
+            return layer.weight.detach().to(w.dtype).contiguous()
+        holder = torch.nn.Module()
+        holder.model = torch.nn.Module()
+        holder.model.layers = torch.nn.ModuleList([layer])                # the shape convert() quantises
+        return convert(holder, path, inplace=True).model.layers[0]
+
+    padded = []
+    for L in model.layers:
+        padded += [L.gate_up] if L.gate_up is not None else [L.gate, L.up]
+        padded.append(L.down)
+    square = [twin(op) for op in padded]
+    dtype = model.dtype
+
+    def mb(op):
+        return weight(op).numel() * weight(op).element_size() / 1e6 if not callable(getattr(op, "weight", None)) \
+            else weight_megabytes(op)
+
+    def inputs(ops):
+        return [torch.randn(1, weight(op).shape[1], generator=gen).to(dtype) for op in ops]
+
+    sets = {"padded": (padded, inputs(padded)), "square": (square, inputs(square))}
+
+    @torch.no_grad()
+    def run(ops, xs):
+        t0 = time.perf_counter()
+        for op, x in zip(ops, xs):
+            op(x) if isinstance(op, torch.nn.Module) else torch.nn.functional.linear(x, op)
+        return time.perf_counter() - t0
+
+    for _ in range(warmup):
+        for ops, xs in sets.values():
+            run(ops, xs)
+    times = {name: [] for name in sets}
+    for _ in range(repeats):
+        for name, (ops, xs) in sets.items():
+            times[name].append(run(ops, xs))
+    out = {name: statistics.median(ts) for name, ts in times.items()}
+    out["mb"] = {name: sum(mb(op) for op in ops) for name, (ops, _) in sets.items()}
+    return out
