@@ -119,3 +119,17 @@ def test_the_avx2_cap_reaches_torch():
     env = {**os.environ, **kernels.AVX2_CAP}
     capped = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert capped.stdout.strip() in ("AVX2", "DEFAULT"), capped.stdout
+
+
+def test_square_twins_read_the_same_bytes_as_the_padded_mlp(tiny):
+    """09's square twin: every MLP matrix of the lean padded model beside a square matrix of its bytes, on its path."""
+    for path in ("fp32", "bf16"):
+        lean = LeanLlama(kernels.convert(padded_target(tiny, 1024), path))
+        out = kernels.square_twin_products(lean, path, repeats=1, warmup=0)
+        assert set(out) == {"padded", "square", "mb"} and out["padded"] > 0 and out["square"] > 0
+        mlp_mb = sum(p.numel() * p.element_size() for L in tiny.model.layers for p in L.mlp.parameters()) / 1e6
+        per_weight = 2 if path == "bf16" else 4
+        assert out["mb"]["padded"] == pytest.approx(mlp_mb * 1024 / tiny.config.intermediate_size * per_weight / 4, rel=1e-6)
+        assert out["mb"]["square"] == pytest.approx(out["mb"]["padded"], rel=0.01)
+    with pytest.raises(ValueError, match="path must be one of"):
+        kernels.square_twin_products(lean, "int4")

@@ -7,7 +7,7 @@ c and v(k), alpha and the k the rule picks,
 the speedup of speculative decoding over the fastest plain decoding per domain (measured and predicted),
 exactness, prompt lookup against its copy-rate bound, the drafter table (alpha, tau, c, speedup) and the token
 trees. The notebook is the single source of the measurement code; this only runs it. Nothing is asserted:
-run it on a quiet machine (no other work on the cores) and read the ratios. About two and a half minutes on 2 cores.
+run it on a quiet machine (no other work on the cores) and read the ratios. About two minutes on 2 cores.
 --avx2 caps an AVX-512 machine to AVX2 behaviour (ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS, ATEN_CPU_CAPABILITY,
 set for the notebook's kernel before torch loads there), to see what a learner's laptop without AVX-512 sees.
 """
