@@ -1,0 +1,271 @@
+"""A judge outside the student's process: the probe, its plain-data answers, and the channel between them.
+
+Issue 60's protocol, first part (not yet wired into the grader: `executor.SandboxedExecute` still runs every
+hidden test inside the student's kernel). A hidden test becomes a *probe* and a *judge*:
+
+- the **probe** is the only code the student's kernel sees of a test. It is generic: it calls one function of
+  the notebook by name on arguments sent as plain data and answers with what came out, as plain data, in one
+  ``display_data`` message of its own MIME type, tagged with a nonce drawn for that call. It holds no key, no
+  expected value and no reference;
+- the **judge** runs in the grader's process (or one it starts), never in the sandbox. It draws the inputs
+  from a seed the kernel never sees, asks through the probe, computes the reference on the same inputs itself
+  and decides. Its functions live in modules the release step never ships (``autograde/judges/``).
+
+Whatever the student's code does to its own process (replacing ``json``, ``display``, the probe itself, or
+answering every probe by hand) can only change the answers the judge reads: an answer passes when it is right
+for inputs first seen at that moment, which is what the test asks. What a probe cannot prove is said in
+docs/grading.md ("A judge outside the kernel").
+
+Answers are parsed strictly (``decode``): JSON of a fixed set of node kinds, bounded in bytes, depth and
+length, no pickle. A tensor or an array comes back as its dtype, shape and values; an exception the student's
+function raised as its type name and message.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import secrets
+from dataclasses import dataclass
+
+MIME = "application/x-autograde-probe+json"
+MAX_BYTES = 4_000_000          # of one answer's JSON
+MAX_DEPTH = 16                 # nesting of lists, tuples and dicts
+MAX_ITEMS = 1_000_000          # numbers and strings in one answer, all levels together
+MAX_TEXT = 10_000              # characters of one string (an exception's message is cut to this in the kernel)
+
+
+class ProbeError(Exception):
+    """The kernel gave no well-formed answer to a probe: no message with the call's nonce, or one that does not
+    parse as an answer. The judge counts the test as failed (the student's process answered nothing usable)."""
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor or array the student's function returned: its kind ("torch" or "numpy"), dtype name, shape and
+    values (nested lists, as ``tolist()`` gives them)."""
+    kind: str
+    dtype: str
+    shape: tuple
+    values: object
+
+    def __float__(self):                     # a 0-d tensor or a numpy scalar reads as its number, as float() would
+        if self.shape != () or isinstance(self.values, (list, str)) or self.values is None:
+            raise TypeError(f"a {self.kind} {self.dtype} tensor of shape {self.shape} is not one number")
+        return float(self.values)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The student's function raised: the exception's class name (and its bases' names, nearest first) and its
+    message."""
+    type: str
+    bases: tuple
+    message: str
+
+    def is_a(self, name: str) -> bool:
+        return name == self.type or name in self.bases
+
+
+# ------------------------------------------------------------------------------------------ kernel side
+def _encode(obj, _depth=0):
+    """Plain data for JSON, run INSIDE the student's kernel (its source is sent with each probe, so it imports
+    nothing of the course). Unknown objects become {"t": "other", "type": name}: the judge fails them."""
+    import math as _m
+    if _depth > 16:
+        return {"t": "other", "type": "too deep"}
+    if obj is None or type(obj) in (bool, str):              # exact types: a subclass (numpy.float64) is tagged
+        return obj
+    if type(obj) is int:
+        return obj if abs(obj) < 2**63 else {"t": "other", "type": "int beyond 64 bits"}
+    if type(obj) is float:
+        return obj if _m.isfinite(obj) else {"t": "float", "v": repr(obj)}
+    if type(obj) in (list, tuple):
+        items = [_encode(x, _depth + 1) for x in obj]
+        return items if type(obj) is list else {"t": "tuple", "items": items}
+    if type(obj) is dict:
+        return {"t": "dict", "items": [[_encode(k, _depth + 1), _encode(v, _depth + 1)] for k, v in obj.items()]}
+    kind = type(obj).__module__.split(".")[0]
+    if kind in ("torch", "numpy") and hasattr(obj, "tolist") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        values = obj.tolist()
+        return {"t": "tensor", "kind": kind, "dtype": str(obj.dtype).replace("torch.", ""),
+                "shape": [int(s) for s in obj.shape], "values": _encode(values, _depth + 1)}
+    return {"t": "other", "type": type(obj).__module__ + "." + type(obj).__qualname__}
+
+
+_PROBE = '''
+def _ag_probe(_ag_name, _ag_args, _ag_nonce, _ag_limit):
+    import json as _j, sys as _s
+{encode}
+    try:
+        _ag_fn = globals()[_ag_name]
+        _ag_out = {{"nonce": _ag_nonce, "value": _encode(_ag_fn(*_ag_args))}}
+    except BaseException as _ag_e:
+        _ag_out = {{"nonce": _ag_nonce, "raised": {{"type": type(_ag_e).__name__,
+                    "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]], "message": str(_ag_e)[:_ag_limit]}}}}
+    _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_out)}}, raw=True)
+_ag_probe({name!r}, {args}, {nonce!r}, {limit})
+del _ag_probe
+'''
+
+
+def probe_code(name: str, args: tuple, nonce: str) -> str:
+    """The code a probe runs in the student's kernel: call `name` on `args` and display the answer under MIME.
+
+    `args` must be plain data (None, bools, ints, finite floats, strings, lists, tuples and dicts of them): they
+    are written into the code as a Python literal, so nothing but data crosses into the kernel."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be a Python identifier, got {name!r}")
+    literal = repr(tuple(args))
+    _check_literal(args)
+    encode = "\n".join("    " + line for line in inspect.getsource(_encode).splitlines())
+    return _PROBE.format(encode=encode, mime=MIME, name=name, args=literal, nonce=nonce, limit=MAX_TEXT)
+
+
+def _check_literal(obj, depth=0):
+    if depth > MAX_DEPTH:
+        raise ValueError("args: nested too deep")
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"args: floats must be finite to be sent as a literal, got {obj!r}")
+        return
+    if type(obj) in (list, tuple):
+        for x in obj:
+            _check_literal(x, depth + 1)
+        return
+    if type(obj) is dict:
+        for k, v in obj.items():
+            _check_literal(k, depth + 1)
+            _check_literal(v, depth + 1)
+        return
+    raise ValueError(f"args: only plain data is sent to the kernel, got {type(obj).__name__}")
+
+
+# ------------------------------------------------------------------------------------------ judge side
+def decode(text):
+    """The answer of one probe, parsed strictly: ("value", v) or ("raised", Raised). ProbeError otherwise."""
+    if not isinstance(text, str) or len(text) > MAX_BYTES:
+        raise ProbeError(f"an answer must be a JSON text of at most {MAX_BYTES:,} bytes")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProbeError(f"the answer is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("nonce"), str):
+        raise ProbeError("the answer is not an object with a nonce")
+    if set(doc) == {"nonce", "value"}:
+        budget = [MAX_ITEMS]
+        return "value", _node(doc["value"], 0, budget)
+    if set(doc) == {"nonce", "raised"}:
+        r = doc["raised"]
+        if not (isinstance(r, dict) and set(r) == {"type", "bases", "message"} and isinstance(r["type"], str)
+                and isinstance(r["message"], str) and isinstance(r["bases"], list)
+                and all(isinstance(b, str) for b in r["bases"]) and len(r["bases"]) < 64):
+            raise ProbeError("a raised answer needs a type, its bases and a message, as strings")
+        return "raised", Raised(r["type"][:200], tuple(b[:200] for b in r["bases"]), r["message"][:MAX_TEXT])
+    raise ProbeError(f"unexpected keys in the answer: {sorted(doc)}")
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not allowed in an answer (non-finite floats are tagged)")
+
+
+def _node(x, depth, budget):
+    if depth > MAX_DEPTH:
+        raise ProbeError("the answer is nested too deep")
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ProbeError(f"the answer holds more than {MAX_ITEMS:,} items")
+    if x is None or isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, str):
+        if len(x) > MAX_TEXT:
+            raise ProbeError(f"a string in the answer is longer than {MAX_TEXT:,} characters")
+        return x
+    if isinstance(x, list):
+        return [_node(v, depth + 1, budget) for v in x]
+    if not isinstance(x, dict) or not isinstance(x.get("t"), str):
+        raise ProbeError("an object in the answer must be tagged")
+    tag, keys = x["t"], set(x)
+    if tag == "tuple" and keys == {"t", "items"} and isinstance(x["items"], list):
+        return tuple(_node(v, depth + 1, budget) for v in x["items"])
+    if tag == "dict" and keys == {"t", "items"} and isinstance(x["items"], list):
+        out = {}
+        for pair in x["items"]:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise ProbeError("a dict's items must be [key, value] pairs")
+            key = _node(pair[0], depth + 1, budget)
+            try:
+                hash(key)
+            except TypeError:
+                raise ProbeError("a dict key in the answer is not hashable") from None
+            out[key] = _node(pair[1], depth + 1, budget)
+        return out
+    if tag == "float" and keys == {"t", "v"} and x["v"] in ("nan", "inf", "-inf"):
+        return float(x["v"])
+    if tag == "tensor" and keys == {"t", "kind", "dtype", "shape", "values"} and x["kind"] in ("torch", "numpy") \
+            and isinstance(x["dtype"], str) and isinstance(x["shape"], list) \
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]) \
+            and len(x["shape"]) <= MAX_DEPTH:
+        values = _node(x["values"], depth + 1, budget)
+        if not _has_shape(values, x["shape"]):
+            raise ProbeError(f"a tensor's values do not have its shape {x['shape']}")
+        return Tensor(x["kind"], x["dtype"][:40], tuple(x["shape"]), values)
+    if tag == "other" and keys == {"t", "type"} and isinstance(x["type"], str):
+        return Other(x["type"][:200])
+    raise ProbeError(f"an object in the answer has an unknown tag or keys: {tag!r}")
+
+
+@dataclass(frozen=True)
+class Other:
+    """An object the probe could not turn into plain data (the judge fails it where a value is expected)."""
+    type: str
+
+
+def _has_shape(values, shape):
+    if not shape:
+        return not isinstance(values, list)
+    return isinstance(values, list) and len(values) == shape[0] and all(_has_shape(v, shape[1:]) for v in values)
+
+
+class KernelProbe:
+    """Ask a running kernel through probes: ``probe(name, *args)`` -> ("value", v) or ("raised", Raised).
+
+    `client` is a jupyter_client (blocking) KernelClient of the student's kernel. Each call draws a nonce,
+    executes the probe and reads that execution's iopub messages until the kernel is idle again; the first
+    display_data message of MIME whose JSON names the nonce is the answer. Anything else the kernel prints or
+    displays meanwhile is ignored; no answer, or an answer that does not parse, is a ProbeError."""
+
+    def __init__(self, client, timeout=60.0):
+        self.client, self.timeout = client, float(timeout)
+        self.calls = 0
+
+    def __call__(self, name, *args):
+        nonce = secrets.token_hex(16)
+        msg_id = self.client.execute(probe_code(name, args, nonce), store_history=False, allow_stdin=False)
+        answer = None
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=self.timeout)
+            except Exception:
+                raise ProbeError(f"the kernel did not finish the probe of {name} within {self.timeout:.0f} s") \
+                    from None
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg.get("content", {})
+            if kind == "display_data" and answer is None:
+                text = (content.get("data") or {}).get(MIME)
+                if isinstance(text, str):
+                    try:
+                        named = json.loads(text).get("nonce") == nonce
+                    except (ValueError, AttributeError, RecursionError):
+                        named = False
+                    if named:
+                        answer = text
+            if kind == "status" and content.get("execution_state") == "idle":
+                break
+        self.calls += 1
+        if answer is None:
+            raise ProbeError(f"the kernel gave no answer to the probe of {name}")
+        return decode(answer)

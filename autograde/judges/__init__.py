@@ -1,0 +1,8 @@
+"""The judges: each notebook's hidden tests, run by the grader outside the student's process (autograde.judge).
+
+One module per notebook (``nb11`` for 11_real_engines), never shipped to learners (the release step copies
+notebooks only). A judge function takes ``probe`` (an ``autograde.judge.KernelProbe``: ``probe(name, *args)``
+-> ("value", v) or ("raised", Raised)) and ``rng`` (a ``numpy.random.Generator`` seeded by the grader, fresh
+for every grading run) and raises AssertionError("rule: ...") on the first rule the answers break. The
+references are the judge's own code, independent of the solution notebook's.
+"""

@@ -1,0 +1,173 @@
+"""autograde.judge: the probe's plain-data answers, parsed strictly, and notebook 11's first judges (issue 60's
+protocol, not yet wired into the grader): run against the solution, wrong answers and a forging kernel."""
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from autograde import judge
+from autograde.assignment import source_notebook
+from autograde.judges import nb11
+
+
+def _answer(value, nonce="n"):
+    return json.dumps({"nonce": nonce, "value": judge._encode(value)})
+
+
+def test_plain_data_round_trips_and_tensors_come_back_as_dtype_shape_values():
+    value = {"a": [1, 2.5, None, True, "x"], 3: (1, float("nan")), "t": torch.tensor([[1, 2], [3, 4]])}
+    kind, got = judge.decode(_answer(value))
+    assert kind == "value" and got["a"] == [1, 2.5, None, True, "x"] and got[3][0] == 1 and math.isnan(got[3][1])
+    assert got["t"] == judge.Tensor("torch", "int64", (2, 2), [[1, 2], [3, 4]])
+    kind, got = judge.decode(_answer(np.arange(3, dtype=np.float32)))
+    assert got == judge.Tensor("numpy", "float32", (3,), [0.0, 1.0, 2.0])
+    kind, got = judge.decode(_answer({"x": np.float64(0.5), "n": np.int64(3)}))
+    assert got["x"] == judge.Tensor("numpy", "float64", (), 0.5) and float(got["x"]) == 0.5 and got["n"].dtype == "int64"
+    with pytest.raises(TypeError, match="not one number"):
+        float(judge.Tensor("torch", "float32", (2,), [1.0, 2.0]))
+    kind, got = judge.decode(_answer(object()))
+    assert isinstance(got, judge.Other) and got.type == "builtins.object"
+    kind, got = judge.decode(json.dumps({"nonce": "n", "raised": {"type": "ValueError", "bases": ["Exception"],
+                                                                  "message": "counters: bad"}}))
+    assert kind == "raised" and got.is_a("ValueError") and got.is_a("Exception") and not got.is_a("TypeError")
+
+
+@pytest.mark.parametrize("text, what", [
+    ("not json", "not JSON"), ('{"nonce": "n", "value": NaN}', "not JSON"), ('[1, 2]', "nonce"),
+    ('{"value": 1}', "nonce"), ('{"nonce": "n", "value": 1, "extra": 2}', "unexpected keys"),
+    ('{"nonce": "n", "value": {"a": 1}}', "tagged"), ('{"nonce": "n", "value": {"t": "pickle", "v": "..."}}', "unknown tag"),
+    ('{"nonce": "n", "value": {"t": "tensor", "kind": "torch", "dtype": "f", "shape": [2], "values": [1]}}', "shape"),
+    ('{"nonce": "n", "value": {"t": "dict", "items": [[[1], 2]]}}', "hashable"),
+    ('{"nonce": "n", "raised": {"type": "E", "message": "m"}}', "raised answer"),
+])
+def test_an_answer_that_is_not_plain_data_is_refused(text, what):
+    with pytest.raises(judge.ProbeError, match=what):
+        judge.decode(text)
+
+
+def test_answers_are_bounded():
+    with pytest.raises(judge.ProbeError, match="longer than"):
+        judge.decode(json.dumps({"nonce": "n", "value": "x" * (judge.MAX_TEXT + 1)}))
+    deep = []
+    for _ in range(judge.MAX_DEPTH + 2):
+        deep = [deep]
+    with pytest.raises(judge.ProbeError, match="too deep"):
+        judge.decode(json.dumps({"nonce": "n", "value": deep}))
+    with pytest.raises(judge.ProbeError, match="at most"):
+        judge.decode(" " * (judge.MAX_BYTES + 1))
+
+
+def test_only_plain_data_crosses_into_the_kernel():
+    code = judge.probe_code("f", ({"a": [1, 2.5]}, "s"), "abc")
+    assert "'abc'" in code and "({'a': [1, 2.5]}, 's')" in code
+    for bad in ((object(),), (float("nan"),), (torch.tensor([1]),)):
+        with pytest.raises(ValueError, match="args"):
+            judge.probe_code("f", bad, "abc")
+    with pytest.raises(ValueError, match="identifier"):
+        judge.probe_code("f(); import os", (), "abc")
+
+
+def _solution_function(name):
+    import nbformat
+    nb = nbformat.read(str(source_notebook("11_real_engines")), as_version=4)
+    ns = {}
+    exec("import numbers, math, re", ns)
+    exec(next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == name), ns)
+    return ns[name]
+
+
+def _in_process(fn):
+    """A probe that calls `fn` here and passes its answer through the same encoder and parser as the kernel's."""
+    def probe(name, *args):
+        try:
+            text = _answer(fn(*json.loads(json.dumps(args))))
+        except Exception as e:
+            text = json.dumps({"nonce": "n", "raised": {"type": type(e).__name__,
+                                                        "bases": [b.__name__ for b in type(e).__mro__[1:]], "message": str(e)}})
+        return judge.decode(text)
+    return probe
+
+
+def _wrong(change):
+    right = _solution_function(nb11.FN)
+
+    def wrong(counters):
+        return change(right(counters), counters)
+    return wrong
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_solution_passes_every_judge_whatever_the_draw(seed):
+    probe = _in_process(_solution_function(nb11.FN))
+    for name, fn in nb11.JUDGES.items():
+        fn(probe, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("wrong, cell, rule", [
+    (_wrong(lambda r, c: dict(r, tau=c["accepted_tokens"] / c["drafts"])), "test_acceptance_from_counters", "tau = 1 + A / D"),
+    (_wrong(lambda r, c: dict(r, alpha=c["accepted_tokens"] / c["draft_tokens"])), "test_acceptance_from_counters", "alpha = A"),
+    (_wrong(lambda r, c: dict(r, alpha=np.float64(r["alpha"]))), "test_acceptance_from_counters", "plain floats"),
+    (_wrong(lambda r, c: dict(r, acceptance_rate=c["accepted_tokens"] / (c["drafts"] * len(c["accepted_per_position"])))),
+     "test_acceptance_from_counters_edges", "divides by the draft tokens"),
+    (lambda c: {"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]},
+     "test_acceptance_from_counters", "alpha"),
+])
+def test_wrong_answers_fail_with_their_rule(wrong, cell, rule):
+    with pytest.raises(AssertionError, match=re.escape(rule)):
+        nb11.JUDGES[cell](_in_process(wrong), np.random.default_rng(5))
+
+
+def test_a_bad_input_error_must_name_counters():
+    right = _solution_function(nb11.FN)
+
+    def vague(counters):
+        try:
+            return right(counters)
+        except ValueError:
+            raise ValueError("bad input") from None
+    with pytest.raises(AssertionError, match="names counters"):
+        nb11.test_acceptance_from_counters_bad_input(_in_process(vague), np.random.default_rng(0))
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="python3")
+    yield kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def _run(kc, code):
+    reply = kc.execute_interactive(code, timeout=60, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def test_through_a_real_kernel_the_solution_passes_and_a_forger_fails(kernel):
+    import inspect
+    source = inspect.getsource(judge)            # nothing of the judge, only the probe, reaches the kernel
+    right = next(c.source for c in __import__("nbformat").read(str(source_notebook("11_real_engines")), as_version=4).cells
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == nb11.FN)
+    _run(kernel, "import numbers, math, re\n" + right)
+    probe = judge.KernelProbe(kernel, timeout=30)
+    for fn in nb11.JUDGES.values():
+        fn(probe, np.random.default_rng(11))
+    assert probe.calls > 40 and "test_acceptance_from_counters" not in source.split("MIME =")[0]
+
+    # a forger: answers the visible example whatever it is asked, and displays fake answers of its own first
+    _run(kernel, f'''
+from IPython.display import display
+def acceptance_from_counters(counters):
+    display({{"{judge.MIME}": '{{"nonce": "guess", "value": 1}}'}}, raw=True)
+    return {{"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]}}
+''')
+    with pytest.raises(AssertionError, match="rule: "):
+        nb11.test_acceptance_from_counters(probe, np.random.default_rng(12))
+
+    # a kernel whose json module was replaced answers nothing the judge can read: no pass
+    _run(kernel, 'import sys, types\nfake = types.ModuleType("json")\nfake.dumps = lambda o: "{}"\nsys.modules["json"] = fake')
+    with pytest.raises(judge.ProbeError):
+        probe(nb11.FN, {"drafts": 1})
