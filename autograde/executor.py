@@ -29,7 +29,8 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
 
 from autograde import REPO, sandbox, scan
-from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta, sha256
+from autograde.assignment import HIDDEN_BEGIN, is_locked_cell, is_test_cell, nbgrader_meta, sha256
+from autograde.judges import judge_for
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
 from autograde.records import RunRecord, write_run_record
 
@@ -118,6 +119,17 @@ def guard_rebound(content):
     if content.get("ename") != "GraderIntegrityError" or not isinstance(names, list):
         return []
     return [str(name)[:ERROR_LINE_CHARS] for name in names[:REBOUND_NAMES_KEPT]]
+
+
+def visible_part(source):
+    """A test cell's source without its hidden block (from ``### BEGIN HIDDEN TESTS`` to the end, or to
+    ``### END HIDDEN TESTS``): what the kernel runs of a judged cell, and (1-based) the line the block began at."""
+    lines = source.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith(HIDDEN_BEGIN)), None)
+    if start is None:
+        return source, 0
+    end = next((i for i in range(start, len(lines)) if lines[i].strip().startswith("### END HIDDEN TESTS")), len(lines) - 1)
+    return "\n".join(lines[:start] + lines[end + 1:]).rstrip("\n"), start + 1
 
 
 def _error_output(ename, evalue):
@@ -212,13 +224,19 @@ class SandboxedExecute(Execute):
         (run / "spec" / KERNEL_NAME).mkdir(parents=True)
         self._log_path = run / "kernel.log"
         self._test_cells = {i for i, c in enumerate(nb.cells) if is_test_cell(c)}
+        # test cells with a judge outside the kernel (autograde.judge): the kernel gets their visible part only
+        self._judged = {i: judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", "")) for i, c in
+                        enumerate(nb.cells) if is_test_cell(c)}
+        self._judged = {i: fn for i, fn in self._judged.items() if fn is not None}
+        self._judge_seed = secrets.randbits(64)        # drawn per grading run, never sent to the kernel
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
             # the kernel reads this and deletes it before any cell runs (autograde/guard_kernel.py)
             course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
             guard = {"key": self._key.hex(), "audit": self.audit,
-                     "tests": {sha256(c.source): c.source for c in nb.cells if is_test_cell(c)},
+                     "tests": {sha256(src): src for src in (self._kernel_source(i, c) for i, c in enumerate(nb.cells)
+                                                             if is_test_cell(c))},
                      "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells
                                 if is_locked_cell(c)},
                      "packages": ["specdec"], "preimport": imported_modules(course)}
@@ -270,6 +288,35 @@ class SandboxedExecute(Execute):
                        "IPYTHONDIR": str(run / "ipython"), **{name: env[name] for name in THREAD_VARIABLES},
                        **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
+
+    def _kernel_source(self, index, cell):
+        return visible_part(cell.source)[0] if index in self._judged else cell.source
+
+    def _judge(self, index, cell):
+        """Run cell `index`'s judge against the kernel (the visible part passed); an error output when it fails."""
+        import numpy as np
+        from jupyter_client import BlockingKernelClient
+
+        from autograde.judge import KernelProbe, ProbeError
+
+        client = BlockingKernelClient()
+        client.load_connection_info(self.km.get_connection_info())
+        client.start_channels()
+        line = visible_part(cell.source)[1] or 1
+        try:
+            remaining = max(1.0, self.notebook_timeout - (time.monotonic() - self._t0))
+            probe = KernelProbe(client, timeout=min(remaining, self._cell_timeout or remaining))
+            self._judged[index](probe, np.random.default_rng([self._judge_seed, index]))
+            return None
+        except AssertionError as exc:
+            ename, evalue = "AssertionError", str(exc)
+        except ProbeError as exc:
+            ename, evalue = "AssertionError", f"no usable answer from the kernel: {exc}"
+        finally:
+            client.stop_channels()
+        err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
+        err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
+        return err
 
     def create_kernel_manager(self):
         ksm = KernelSpecManager(kernel_dirs=[str(self._run_dir / "spec")], ensure_native_kernel=False)
@@ -360,9 +407,11 @@ class SandboxedExecute(Execute):
             cell.execution_count = None
             return cell, resources
         source, nonce = cell.source, None
+        if index in self._judged:
+            cell.source = visible_part(source)[0]            # the hidden block never reaches the kernel
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more
-            digest, nonce = sha256(source), secrets.token_hex(16)
+            digest, nonce = sha256(cell.source), secrets.token_hex(16)
             cell.source = f"{STUB}{digest} {nonce}"
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -388,6 +437,10 @@ class SandboxedExecute(Execute):
                 self._event("tampered", index, message)
                 err = _error_output("GraderIntegrityError", message)
                 err.traceback = ["autograde: test cell line 0", f"GraderIntegrityError: {message}"]
+                self._errors.setdefault(index, []).append(err)
+        if index in self._judged and not self._stopped and not self._errors.get(index):
+            err = self._judge(index, cell)
+            if err is not None:
                 self._errors.setdefault(index, []).append(err)
         # an error output can never be cleared or dropped (a test cell must not pass by losing it)
         for err in self._errors.get(index, []):

@@ -19,6 +19,7 @@ MODULE_MARKS = {
     "test_autograde_introspection": ("notebooks",),
     "test_autograde_throughput": ("notebooks", "slow"),
     "test_grading_mode": ("notebooks",),
+    "test_judge_grading": ("notebooks",),
     "test_browser": ("browser", "notebooks"),
     "test_classroom": ("e2e", "notebooks"),
     "test_wrong_implementations": ("slow",),

@@ -1,0 +1,122 @@
+"""The judge wired into the grader (issue 60, first cells): 11's `acceptance_from_counters` test cells are decided
+outside the student's kernel. Graded through the real pipeline in the sandbox: the solution keeps full marks and
+leaves no audit record, the hidden block never reaches the kernel, and an answer right only for the visible
+example, or a kernel that forges the probe's messages, loses exactly the judged cells."""
+import nbformat
+import pytest
+
+from autograde import pipeline, sandbox
+from autograde.assignment import load_assignment, source_notebook
+from autograde.course import Course
+from autograde.notebook_io import released_notebook
+from autograde.judges import judge_for
+
+NAME = "11_real_engines"
+JUDGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges",
+          "test_acceptance_from_counters_bad_input"}
+
+# right for the visible example and the two edge examples, a constant elsewhere
+FORGER = '''
+def acceptance_from_counters(counters):
+    import re
+    from IPython.display import display
+    display({"application/x-autograde-probe+json": '{"nonce": "guess", "value": {"t": "dict", "items": []}}'}, raw=True)
+    if not isinstance(counters, dict) or counters.get("drafts", 0) < 1:
+        raise ValueError("counters: bad")
+    d, a = counters["drafts"], counters["accepted_tokens"]
+    if d == 10:
+        return {"alpha": 1.0, "tau": 5.0, "acceptance_rate": 1.0, "position_rates": [1.0] * 4}
+    if d == 7:
+        return {"alpha": 0.0, "tau": 1.0, "acceptance_rate": 0.0, "position_rates": [0.0] * 3}
+    return {"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]}
+'''
+
+# right exactly where the notebook's own hidden block looks (20000 rounds, its fixed seed), wrong elsewhere: it passes
+# a test decided in the kernel and fails the judge, whose inputs are drawn fresh
+
+
+def _seed_reader(right_source):
+    return right_source.replace("def acceptance_from_counters(", "def _right(", 1) + '''
+
+def acceptance_from_counters(counters):
+    got = _right(counters)
+    if counters["drafts"] in (4, 10, 7, 20000) or counters["drafts"] <= 90:
+        return got
+    return dict(got, tau=got["tau"] - 1.0)
+'''
+
+
+def _grade(tmp_path, nb, student):
+    a = load_assignment(NAME)
+    course = Course(tmp_path / "work", sandboxed=True)
+    course.prepare(NAME)
+    released = released_notebook(a, course)
+    pipeline.submit(course, a, student, nb, released)
+    return a, pipeline.grade(course, a, student, released)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    ok, why = sandbox.bwrap_status()
+    assert ok, f"grading through the judge is tested in the sandbox: {why}"
+    honest = nbformat.read(str(source_notebook(NAME)), as_version=4)
+    forged = nbformat.read(str(source_notebook(NAME)), as_version=4)
+    cell = next(c for c in forged.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")
+    cell.source = FORGER
+    seeded = nbformat.read(str(source_notebook(NAME)), as_version=4)
+    cell = next(c for c in seeded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")
+    cell.source = _seed_reader(cell.source)
+    return {"honest": _grade(tmp_path_factory.mktemp("honest"), honest, "honest"),
+            "forged": _grade(tmp_path_factory.mktemp("forged"), forged, "forged"),
+            "seeded": _grade(tmp_path_factory.mktemp("seeded"), seeded, "seeded")}
+
+
+def test_the_judged_cells_are_the_switch():
+    assert all(judge_for(NAME, g) for g in JUDGED) and judge_for(NAME, "test_read_spec_counters") is None
+    assert judge_for("04_speculative_decoder", "test_acceptance_from_counters") is None
+
+
+def test_the_solution_keeps_full_marks_through_the_judge(graded):
+    a, g = graded["honest"]
+    assert g.ok and not g.course_failure and g.points == a.points, {k: o.kind for k, o in g.results.items() if not o.passed}
+    assert not g.record.audit, g.record.audit          # the probes leave no audit record of their own
+
+
+def test_an_answer_right_only_for_the_visible_examples_loses_the_judged_cells(graded):
+    a, g = graded["forged"]
+    failed = {k for k, o in g.results.items() if not o.passed}
+    assert JUDGED - {"test_acceptance_from_counters_bad_input"} <= failed, failed
+    assert failed <= JUDGED, failed                    # the other cells are the solution's, and pass
+    o = g.results["test_acceptance_from_counters"]
+    assert o.region == "hidden" and o.rule.startswith("alpha"), (o.region, o.rule, o.evalue)
+
+
+def test_inputs_are_drawn_by_the_judge_not_the_notebooks_fixed_seed(graded):
+    """The same answers pass the notebook's hidden block, run here in-process, and fail the judge."""
+    import numpy as np
+
+    from nbhelpers import solution_namespace
+    ns = solution_namespace(NAME)
+    exec(_seed_reader(next(c.source for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
+                           if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")), ns)
+    test = next(c.source for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "test_acceptance_from_counters")
+    exec(test, dict(ns, np=np))                        # the kernel-side test, with its seed 1102: passes
+    a, g = graded["seeded"]
+    assert not g.results["test_acceptance_from_counters"].passed
+    assert g.results["test_acceptance_from_counters"].rule == "tau = 1 + A / D"
+    assert all(o.passed for k, o in g.results.items() if k != "test_acceptance_from_counters")
+
+
+def test_the_kernel_gets_a_judged_cells_visible_part_only():
+    from autograde.executor import visible_part
+    nb = nbformat.read(str(source_notebook(NAME)), as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in JUDGED:
+            shown, line = visible_part(cell.source)
+            hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1]
+            assert line > 1 and "HIDDEN" not in shown and shown in cell.source
+            assert not any(text.strip() and text.strip() in shown for text in hidden.splitlines() if len(text.strip()) > 30)
+    assert visible_part("x = 1\n### BEGIN HIDDEN TESTS\ny = 2\n### END HIDDEN TESTS\nz = 3") == ("x = 1\nz = 3", 2)
+    assert visible_part("x = 1") == ("x = 1", 0)
