@@ -112,7 +112,7 @@ del _ag_probe
 def probe_code(name: str, args: tuple, nonce: str) -> str:
     """The code a probe runs in the student's kernel: call `name` on `args` and display the answer under MIME.
 
-    `args` must be plain data (None, bools, ints, finite floats, strings, lists, tuples and dicts of them): they
+    `args` must be plain data (None, bools, ints, finite floats, strings, bytes, lists, tuples and dicts of them): they
     are written into the code as a Python literal, so nothing but data crosses into the kernel."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
@@ -125,9 +125,9 @@ def probe_code(name: str, args: tuple, nonce: str) -> str:
 def _check_literal(obj, depth=0):
     if depth > MAX_DEPTH:
         raise ValueError("args: nested too deep")
-    if obj is None or isinstance(obj, (bool, int, str)):
+    if obj is None or type(obj) in (bool, int, str, bytes):
         return
-    if isinstance(obj, float):
+    if type(obj) is float:
         if not math.isfinite(obj):
             raise ValueError(f"args: floats must be finite to be sent as a literal, got {obj!r}")
         return

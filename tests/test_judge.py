@@ -1,5 +1,6 @@
 """autograde.judge: the probe's plain-data answers, parsed strictly, and notebook 11's first judges (issue 60's
 protocol, not yet wired into the grader): run against the solution, wrong answers and a forging kernel."""
+import ast
 import json
 import math
 import re
@@ -83,7 +84,7 @@ def _in_process(fn):
     """A probe that calls `fn` here and passes its answer through the same encoder and parser as the kernel's."""
     def probe(name, *args):
         try:
-            text = _answer(fn(*json.loads(json.dumps(args))))
+            text = _answer(fn(*ast.literal_eval(repr(tuple(args)))))      # as the probe's literal carries them
         except Exception as e:
             text = json.dumps({"nonce": "n", "raised": {"type": type(e).__name__,
                                                         "bases": [b.__name__ for b in type(e).__mro__[1:]], "message": str(e)}})
@@ -91,8 +92,8 @@ def _in_process(fn):
     return probe
 
 
-def _wrong(change):
-    right = _solution_function(nb11.FN)
+def _wrong(change, name=nb11.FN):
+    right = _solution_function(name)
 
     def wrong(counters):
         return change(right(counters), counters)
@@ -101,9 +102,9 @@ def _wrong(change):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_solution_passes_every_judge_whatever_the_draw(seed):
-    probe = _in_process(_solution_function(nb11.FN))
-    for name, fn in nb11.JUDGES.items():
-        fn(probe, np.random.default_rng(seed))
+    probes = {name: _in_process(_solution_function(name)) for name in (nb11.FN, nb11.PARSER)}
+    for cell, fn in nb11.JUDGES.items():
+        fn(probes[nb11.PARSER if "read_spec" in cell else nb11.FN], np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("wrong, cell, rule", [
@@ -114,6 +115,11 @@ def test_the_solution_passes_every_judge_whatever_the_draw(seed):
      "test_acceptance_from_counters_edges", "divides by the draft tokens"),
     (lambda c: {"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]},
      "test_acceptance_from_counters", "alpha"),
+    (lambda t: _solution_function(nb11.PARSER)("\n".join(line for line in t.splitlines() if 'engine="0"' in line or "{" not in line)),
+     "test_read_spec_counters", "series added up"),                     # the first engine's series only
+    (_wrong(lambda r, t: dict(r, accepted_per_position=sorted(r["accepted_per_position"])), nb11.PARSER),
+     "test_read_spec_counters", "positions 0 .. k - 1 in order"),
+    (_wrong(lambda r, t: dict(r, drafts=float(r["drafts"])), nb11.PARSER), "test_read_spec_counters", "plain ints"),
 ])
 def test_wrong_answers_fail_with_their_rule(wrong, cell, rule):
     with pytest.raises(AssertionError, match=re.escape(rule)):
@@ -153,8 +159,9 @@ def test_through_a_real_kernel_the_solution_passes_and_a_forger_fails(kernel):
                  if c.metadata.get("nbgrader", {}).get("grade_id") == nb11.FN)
     _run(kernel, "import numbers, math, re\n" + right)
     probe = judge.KernelProbe(kernel, timeout=30)
-    for fn in nb11.JUDGES.values():
-        fn(probe, np.random.default_rng(11))
+    for cell, fn in nb11.JUDGES.items():
+        if "acceptance_from_counters" in cell:
+            fn(probe, np.random.default_rng(11))
     assert probe.calls > 40 and "test_acceptance_from_counters" not in source.split("MIME =")[0]
 
     # a forger: answers the visible example whatever it is asked, and displays fake answers of its own first

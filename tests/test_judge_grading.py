@@ -13,7 +13,8 @@ from autograde.judges import judge_for
 
 NAME = "11_real_engines"
 JUDGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges",
-          "test_acceptance_from_counters_bad_input"}
+          "test_acceptance_from_counters_bad_input", "test_read_spec_counters", "test_read_spec_counters_bad_input"}
+FORGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges", "test_acceptance_from_counters_bad_input"}
 
 # right for the visible example and the two edge examples, a constant elsewhere
 FORGER = '''
@@ -72,7 +73,7 @@ def graded(tmp_path_factory):
 
 
 def test_the_judged_cells_are_the_switch():
-    assert all(judge_for(NAME, g) for g in JUDGED) and judge_for(NAME, "test_read_spec_counters") is None
+    assert all(judge_for(NAME, g) for g in JUDGED) and judge_for(NAME, "test_trace_from_stream") is None
     assert judge_for("04_speculative_decoder", "test_acceptance_from_counters") is None
 
 
@@ -85,8 +86,8 @@ def test_the_solution_keeps_full_marks_through_the_judge(graded):
 def test_an_answer_right_only_for_the_visible_examples_loses_the_judged_cells(graded):
     a, g = graded["forged"]
     failed = {k for k, o in g.results.items() if not o.passed}
-    assert JUDGED - {"test_acceptance_from_counters_bad_input"} <= failed, failed
-    assert failed <= JUDGED, failed                    # the other cells are the solution's, and pass
+    assert FORGED - {"test_acceptance_from_counters_bad_input"} <= failed, failed
+    assert failed <= FORGED, failed                    # the other cells are the solution's, and pass
     o = g.results["test_acceptance_from_counters"]
     assert o.region == "hidden" and o.rule.startswith("alpha"), (o.region, o.rule, o.evalue)
 

@@ -1,4 +1,4 @@
-"""Notebook 11's hidden tests as judges (first: `acceptance_from_counters`, its three test cells).
+"""Notebook 11's hidden tests as judges (so far `read_spec_counters` and `acceptance_from_counters`, their test cells).
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the inputs are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -96,6 +96,76 @@ def test_acceptance_from_counters_bad_input(probe, rng):
             raise AssertionError("rule: bad input: the ValueError message names counters")
 
 
-JUDGES = {"test_acceptance_from_counters": test_acceptance_from_counters,
+PARSER = "read_spec_counters"
+COUNTERS = (("drafts", "num_drafts"), ("draft_tokens", "num_draft_tokens"), ("accepted_tokens", "num_accepted_tokens"))
+
+
+def _dump(rng, trial):
+    """A Prometheus text dump of speculative counters, shuffled, and the counts it holds."""
+    k = int(rng.integers(1, 9))
+    prefix = ("vllm:", "llamacpp:", "")[trial % 3]
+    suffix = "_total" if trial % 4 else ""
+    want = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": [0] * k}
+    lines = ["# HELP something else", "process_cpu_seconds_total 12.5", ""]
+    for e in range(int(rng.integers(1, 4))):
+        per = sorted((int(x) for x in rng.integers(0, 500, k)), reverse=True)
+        d = per[0] + int(rng.integers(0, 50))
+        labels = f'engine="{e}",model_name="/models/t, \\"x\\""'
+        vals = {"drafts": d, "draft_tokens": d * k, "accepted_tokens": sum(per)}
+        for key, name in COUNTERS:
+            fmt = ("{:d}", "{:.1f}", "{:.6e}")[int(rng.integers(0, 3))]
+            lines.append(f"{prefix}spec_decode_{name}{suffix}{{{labels}}} " + fmt.format(vals[key] if fmt == "{:d}" else float(vals[key])))
+            lines.append(f"{prefix}spec_decode_{name}_created{{{labels}}} 1.7e+09")
+            want[key] += vals[key]
+        for i in rng.permutation(k).tolist():
+            lines.append(f'{prefix}spec_decode_num_accepted_tokens_per_pos{suffix}{{{labels},position="{i}"}} {per[i]}.0 1700000000000')
+            want["accepted_per_position"][i] += per[i]
+    return "\n".join(lines[j] for j in rng.permutation(len(lines)).tolist()), want
+
+
+def test_read_spec_counters(probe, rng):
+    for trial in range(40):
+        text, want = _dump(rng, trial)
+        got = _value(probe(PARSER, text), "rule: a dict of plain ints: drafts, draft_tokens, accepted_tokens, accepted_per_position")
+        if not (isinstance(got, dict) and set(got) == set(want) and all(type(got[key]) is int for key, _ in COUNTERS)
+                and isinstance(got["accepted_per_position"], list)
+                and all(type(x) is int for x in got["accepted_per_position"])):
+            raise AssertionError("rule: a dict of plain ints: drafts, draft_tokens, accepted_tokens, accepted_per_position")
+        if any(got[key] != want[key] for key, _ in COUNTERS):
+            raise AssertionError("rule: the three totals, prefix and _total ignored, series added up")
+        if got["accepted_per_position"] != want["accepted_per_position"]:
+            raise AssertionError("rule: accepted_per_position: positions 0 .. k - 1 in order, series of one position added up")
+    prefix = ("llamacpp:", "vllm:", "")[int(rng.integers(0, 3))]
+    none_yet = "".join(f"{prefix}spec_decode_{name}_total 0\n" for _, name in COUNTERS)
+    got = _value(probe(PARSER, none_yet), "rule: no per-position series gives an empty list")
+    if got != {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "accepted_per_position": []}:
+        raise AssertionError("rule: no per-position series gives an empty list")
+
+
+def test_read_spec_counters_bad_input(probe, rng):
+    p = ("a:", "vllm:", "")[int(rng.integers(0, 3))]
+    d = int(rng.integers(2, 9))
+    good = f"{p}spec_decode_num_drafts_total {d}\n{p}spec_decode_num_draft_tokens_total {3 * d}\n" \
+           f"{p}spec_decode_num_accepted_tokens_total {d + 1}\n"
+    drafts = f"drafts_total {d}"
+    bads = [good.encode(), int(rng.integers(1, 100)), good.replace(drafts, f"drafts_total {d}.5"),
+            good.replace(drafts, f"drafts_total -{d}"), good.replace(drafts, "drafts_total two"),
+            good.replace(f"{p}spec_decode_num_accepted_tokens_total {d + 1}\n", ""),
+            good + f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="0"}} 2\n'
+                   f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="2"}} 1\n',
+            good + f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="1"}} 2\n',
+            good + "{broken 1\n"]
+    for bad in bads:
+        kind, value = probe(PARSER, bad)
+        if kind != "raised" or not value.is_a("ValueError"):
+            raise AssertionError("rule: bad input (not a str, a line that is not a metric, a count that is not a whole "
+                                 "number >= 0, a total missing, a gap in the positions) must raise ValueError")
+        if not re.search(r"\btext\b", value.message):
+            raise AssertionError("rule: bad input: the ValueError message names text")
+
+
+JUDGES = {"test_read_spec_counters": test_read_spec_counters,
+          "test_read_spec_counters_bad_input": test_read_spec_counters_bad_input,
+          "test_acceptance_from_counters": test_acceptance_from_counters,
           "test_acceptance_from_counters_edges": test_acceptance_from_counters_edges,
           "test_acceptance_from_counters_bad_input": test_acceptance_from_counters_bad_input}
