@@ -102,9 +102,9 @@ def _wrong(change, name=nb11.FN):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_solution_passes_every_judge_whatever_the_draw(seed):
-    probes = {name: _in_process(_solution_function(name)) for name in (nb11.FN, nb11.PARSER)}
+    probes = {name: _in_process(_solution_function(name)) for name in (nb11.FN, nb11.PARSER, nb11.GATE)}
     for cell, fn in nb11.JUDGES.items():
-        fn(probes[nb11.PARSER if "read_spec" in cell else nb11.FN], np.random.default_rng(seed))
+        fn(probes[next(name for name in probes if name in cell)], np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("wrong, cell, rule", [
@@ -120,6 +120,12 @@ def test_the_solution_passes_every_judge_whatever_the_draw(seed):
     (_wrong(lambda r, t: dict(r, accepted_per_position=sorted(r["accepted_per_position"])), nb11.PARSER),
      "test_read_spec_counters", "positions 0 .. k - 1 in order"),
     (_wrong(lambda r, t: dict(r, drafts=float(r["drafts"])), nb11.PARSER), "test_read_spec_counters", "plain ints"),
+    (lambda d, m: _solution_function(nb11.GATE)(d, m) or {"num_speculative_tokens": 0,
+                                                          "num_speculative_tokens_per_batch_size": [[1, m, 0]]},
+     "test_vllm_gate_config", "every k that applies is 0"),          # a config that never speculates, not None
+    (lambda d, m: (lambda g: g and dict(g, num_speculative_tokens_per_batch_size=[
+        [b, b, dict(sorted(d.items()))[max(x for x in d if x <= b)]] for b in range(1, m + 1)]))(
+        _solution_function(nb11.GATE)(d, m)), "test_vllm_gate_config", "merged"),
 ])
 def test_wrong_answers_fail_with_their_rule(wrong, cell, rule):
     with pytest.raises(AssertionError, match=re.escape(rule)):

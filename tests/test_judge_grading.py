@@ -13,7 +13,8 @@ from autograde.judges import judge_for
 
 NAME = "11_real_engines"
 JUDGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges",
-          "test_acceptance_from_counters_bad_input", "test_read_spec_counters", "test_read_spec_counters_bad_input"}
+          "test_acceptance_from_counters_bad_input", "test_read_spec_counters", "test_read_spec_counters_bad_input",
+          "test_vllm_gate_config", "test_vllm_gate_config_bad_input"}
 FORGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges", "test_acceptance_from_counters_bad_input"}
 
 # right for the visible example and the two edge examples, a constant elsewhere

@@ -1,4 +1,5 @@
-"""Notebook 11's hidden tests as judges (so far `read_spec_counters` and `acceptance_from_counters`, their test cells).
+"""Notebook 11's hidden tests as judges (so far `read_spec_counters`, `acceptance_from_counters` and `vllm_gate_config`,
+their test cells).
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the inputs are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -164,8 +165,63 @@ def test_read_spec_counters_bad_input(probe, rng):
             raise AssertionError("rule: bad input: the ValueError message names text")
 
 
+GATE = "vllm_gate_config"
+
+
+def _plain_ints(x):
+    return type(x) is int or (type(x) is list and all(_plain_ints(v) for v in x))
+
+
+def test_vllm_gate_config(probe, rng):
+    for _ in range(200):
+        m = int(rng.integers(1, 300))
+        batches = sorted({1} | {int(b) for b in rng.integers(1, 400, int(rng.integers(0, 8)))})
+        dec = {b: int(rng.choice([0, 0, 1, 2, 3, 4, 8])) for b in batches}
+        order = [batches[j] for j in rng.permutation(len(batches))]
+        got = _value(probe(GATE, {b: dec[b] for b in order}, m), "rule: a dict of the two keys, plain ints")
+        dense = {B: dec[max(b for b in batches if b <= B)] for B in range(1, m + 1)}
+        if max(dense.values()) == 0:
+            if got is not None:
+                raise AssertionError("rule: None when every k that applies is 0")
+            continue
+        if not (isinstance(got, dict) and set(got) == {"num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
+                and type(got["num_speculative_tokens"]) is int and _plain_ints(got["num_speculative_tokens_per_batch_size"])):
+            raise AssertionError("rule: a dict of the two keys, plain ints")
+        ranges = got["num_speculative_tokens_per_batch_size"]
+        if not all(isinstance(r, list) and len(r) == 3 for r in ranges):
+            raise AssertionError("rule: ranges are [start, end, k] lists")
+        if not (ranges and ranges[0][0] == 1 and ranges[-1][1] == m and ranges[-1][0] <= ranges[-1][1]
+                and all(a[1] + 1 == b[0] and a[0] <= a[1] for a, b in zip(ranges, ranges[1:]))):
+            raise AssertionError("rule: ranges cover 1 .. max_num_seqs, sorted, without gaps or overlaps")
+        if not all(dense[B] == k for s, e, k in ranges for B in range(s, e + 1)):
+            raise AssertionError("rule: a batch takes the decision of the largest decided batch at or below it")
+        if any(a[2] == b[2] for a, b in zip(ranges, ranges[1:])):
+            raise AssertionError("rule: neighbouring ranges with the same k are merged")
+        if got["num_speculative_tokens"] != max(dense.values()):
+            raise AssertionError("rule: num_speculative_tokens is the largest k")
+
+
+def test_vllm_gate_config_bad_input(probe, rng):
+    m = int(rng.integers(2, 64))
+    k = int(rng.integers(1, 9))
+    cases = (({}, m, "decision"), ([(1, k)], m, "decision"), ({1: k, 0: 2}, m, "decision"),
+             ({1: k, 2.0: 2}, m, "decision"), ({1: k + 0.5}, m, "decision"), ({1: True}, m, "decision"),
+             ({m: k}, m + 1, "decision"), ({1: -k}, m, "decision"), ({1: k}, float(m), "max_num_seqs"),
+             ({1: k}, -m, "max_num_seqs"), ({1: k}, 0, "max_num_seqs"), ({1: k}, True, "max_num_seqs"),
+             (None, m, "decision"))
+    for decision, max_num_seqs, name in cases:
+        kind, value = probe(GATE, decision, max_num_seqs)
+        if kind != "raised" or not value.is_a("ValueError"):
+            raise AssertionError("rule: bad input (decision empty, not a dict, a batch or k out of range, no batch 1; "
+                                 "max_num_seqs not an integer >= 1) must raise ValueError")
+        if not re.search(rf"\b{name}\b", value.message):
+            raise AssertionError("rule: bad input: the ValueError message names the argument")
+
+
 JUDGES = {"test_read_spec_counters": test_read_spec_counters,
           "test_read_spec_counters_bad_input": test_read_spec_counters_bad_input,
           "test_acceptance_from_counters": test_acceptance_from_counters,
           "test_acceptance_from_counters_edges": test_acceptance_from_counters_edges,
-          "test_acceptance_from_counters_bad_input": test_acceptance_from_counters_bad_input}
+          "test_acceptance_from_counters_bad_input": test_acceptance_from_counters_bad_input,
+          "test_vllm_gate_config": test_vllm_gate_config,
+          "test_vllm_gate_config_bad_input": test_vllm_gate_config_bad_input}
