@@ -30,8 +30,8 @@ from traitlets import Bool, Integer, List, Unicode
 
 from autograde import REPO, sandbox, scan
 from autograde.assignment import HIDDEN_BEGIN, is_locked_cell, is_test_cell, nbgrader_meta, sha256
-from autograde.judges import judge_for
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
+from autograde.judges import judge_for
 from autograde.records import RunRecord, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
@@ -225,9 +225,8 @@ class SandboxedExecute(Execute):
         self._log_path = run / "kernel.log"
         self._test_cells = {i for i, c in enumerate(nb.cells) if is_test_cell(c)}
         # test cells with a judge outside the kernel (autograde.judge): the kernel gets their visible part only
-        self._judged = {i: judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", "")) for i, c in
-                        enumerate(nb.cells) if is_test_cell(c)}
-        self._judged = {i: fn for i, fn in self._judged.items() if fn is not None}
+        self._judged = {i: fn for i, c in enumerate(nb.cells) if is_test_cell(c)
+                        and (fn := judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", ""))) is not None}
         self._judge_seed = secrets.randbits(64)        # drawn per grading run, never sent to the kernel
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"

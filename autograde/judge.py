@@ -1,7 +1,8 @@
 """A judge outside the student's process: the probe, its plain-data answers, and the channel between them.
 
-Issue 60's protocol, first part (not yet wired into the grader: `executor.SandboxedExecute` still runs every
-hidden test inside the student's kernel). A hidden test becomes a *probe* and a *judge*:
+Issue 60's protocol. `executor.SandboxedExecute` decides a test cell through it where `autograde.judges.judge_for`
+names a judge (so far seven of notebook 11's cells); every other hidden test still runs inside the student's
+kernel. A hidden test becomes a *probe* and a *judge*:
 
 - the **probe** is the only code the student's kernel sees of a test. It is generic: it calls one function of
   the notebook by name on arguments sent as plain data and answers with what came out, as plain data, in one

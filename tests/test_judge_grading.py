@@ -1,5 +1,5 @@
-"""The judge wired into the grader (issue 60, first cells): 11's `acceptance_from_counters` test cells are decided
-outside the student's kernel. Graded through the real pipeline in the sandbox: the solution keeps full marks and
+"""The judge wired into the grader (issue 60, first cells): seven of 11's test cells (`read_spec_counters`,
+`acceptance_from_counters`, `vllm_gate_config`) are decided outside the student's kernel. Graded through the real pipeline in the sandbox: the solution keeps full marks and
 leaves no audit record, the hidden block never reaches the kernel, and an answer right only for the visible
 example, or a kernel that forges the probe's messages, loses exactly the judged cells."""
 import nbformat
@@ -25,7 +25,7 @@ def acceptance_from_counters(counters):
     display({"application/x-autograde-probe+json": '{"nonce": "guess", "value": {"t": "dict", "items": []}}'}, raw=True)
     if not isinstance(counters, dict) or counters.get("drafts", 0) < 1:
         raise ValueError("counters: bad")
-    d, a = counters["drafts"], counters["accepted_tokens"]
+    d = counters["drafts"]
     if d == 10:
         return {"alpha": 1.0, "tau": 5.0, "acceptance_rate": 1.0, "position_rates": [1.0] * 4}
     if d == 7:

@@ -175,17 +175,14 @@ def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     """
     import torch
 
-    from specdec.measure.kernels import convert, weight_megabytes
+    from specdec.measure.kernels import convert_linear, weight_megabytes
     from specdec.measure.timing import median_seconds
 
     gen = torch.Generator().manual_seed(0)
     layer = torch.nn.Linear(128 * 2**20 // width, width, bias=False)
     with torch.no_grad():
         layer.weight.copy_(torch.randn(layer.weight.shape, generator=gen) * 0.02)
-    holder = torch.nn.Module()
-    holder.model = torch.nn.Module()
-    holder.model.layers = torch.nn.ModuleList([layer])                 # the shape convert() quantises
-    mat = convert(holder, path, inplace=True).model.layers[0]
+    mat = convert_linear(layer, path, inplace=True)
     dtype = torch.bfloat16 if path == "bf16" else torch.float32
     x1, xr = torch.randn(1, layer.in_features).to(dtype), torch.randn(rows, layer.in_features).to(dtype)
     with torch.no_grad():

@@ -111,6 +111,14 @@ def convert(model, path: str, inplace: bool = False):
     return model
 
 
+def convert_linear(layer, path: str, inplace: bool = False):
+    """One ``nn.Linear`` on `path` (``convert`` works on a model's decoder layers: the layer is held where it looks)."""
+    holder = torch.nn.Module()
+    holder.model = torch.nn.Module()
+    holder.model.layers = torch.nn.ModuleList([layer])
+    return convert(holder, path, inplace=inplace).model.layers[0]
+
+
 def weight_megabytes(model) -> float:
     """MB of weights a forward reads: parameters plus packed int8 weights (1 byte each, plus scales)."""
     total = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -234,10 +242,7 @@ def square_twin_products(model, path: str, repeats: int = 9, warmup: int = 2, se
             layer.weight.copy_(torch.randn(side, side, generator=gen) * 0.02)
         if not callable(getattr(op, "weight", None)):                         # a float matrix: run as a tensor
             return layer.weight.detach().to(w.dtype).contiguous()
-        holder = torch.nn.Module()
-        holder.model = torch.nn.Module()
-        holder.model.layers = torch.nn.ModuleList([layer])                # the shape convert() quantises
-        return convert(holder, path, inplace=True).model.layers[0]
+        return convert_linear(layer, path, inplace=True)
 
     padded = []
     for L in model.layers:
