@@ -102,7 +102,7 @@ def _wrong(change, name=nb11.FN):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_solution_passes_every_judge_whatever_the_draw(seed):
-    probes = {name: _in_process(_solution_function(name)) for name in (nb11.FN, nb11.PARSER, nb11.GATE)}
+    probes = {name: _in_process(_solution_function(name)) for name in (nb11.FN, nb11.PARSER, nb11.GATE, nb11.TRACE)}
     for cell, fn in nb11.JUDGES.items():
         fn(probes[next(name for name in probes if name in cell)], np.random.default_rng(seed))
 
@@ -126,6 +126,15 @@ def test_the_solution_passes_every_judge_whatever_the_draw(seed):
     (lambda d, m: (lambda g: g and dict(g, num_speculative_tokens_per_batch_size=[
         [b, b, dict(sorted(d.items()))[max(x for x in d if x <= b)]] for b in range(1, m + 1)]))(
         _solution_function(nb11.GATE)(d, m)), "test_vllm_gate_config", "merged"),
+    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), first_token=[float(r["chunks"][0][0]) for r in reqs]),
+     "test_trace_from_stream", "empty chunks before it do not count"),
+    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), finish=[float(r["chunks"][-1][0]) for r in reqs]),
+     "test_trace_from_stream", "empty chunks after it do not count"),
+    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), output_tokens=[sum(1 for c in r["chunks"] if c[1])
+                                                                            for r in reqs]),
+     "test_trace_from_stream_tokens", "summed (a chunk may carry several)"),
+    (lambda reqs: {key: tuple(v) for key, v in _solution_function(nb11.TRACE)(reqs).items()},
+     "test_trace_from_stream", "plain floats (times) and plain ints"),
 ])
 def test_wrong_answers_fail_with_their_rule(wrong, cell, rule):
     with pytest.raises(AssertionError, match=re.escape(rule)):

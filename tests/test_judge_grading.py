@@ -1,5 +1,4 @@
-"""The judge wired into the grader (issue 60, first cells): seven of 11's test cells (`read_spec_counters`,
-`acceptance_from_counters`, `vllm_gate_config`) are decided outside the student's kernel. Graded through the real pipeline in the sandbox: the solution keeps full marks and
+"""The judge wired into the grader (issue 60): every test cell of 11 is decided outside the student's kernel. Graded through the real pipeline in the sandbox: the solution keeps full marks and
 leaves no audit record, the hidden block never reaches the kernel, and an answer right only for the visible
 example, or a kernel that forges the probe's messages, loses exactly the judged cells."""
 import nbformat
@@ -12,9 +11,8 @@ from autograde.notebook_io import released_notebook
 from autograde.judges import judge_for
 
 NAME = "11_real_engines"
-JUDGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges",
-          "test_acceptance_from_counters_bad_input", "test_read_spec_counters", "test_read_spec_counters_bad_input",
-          "test_vllm_gate_config", "test_vllm_gate_config_bad_input"}
+JUDGED = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
+          if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
 FORGED = {"test_acceptance_from_counters", "test_acceptance_from_counters_edges", "test_acceptance_from_counters_bad_input"}
 
 # right for the visible example and the two edge examples, a constant elsewhere
@@ -74,7 +72,7 @@ def graded(tmp_path_factory):
 
 
 def test_the_judged_cells_are_the_switch():
-    assert all(judge_for(NAME, g) for g in JUDGED) and judge_for(NAME, "test_trace_from_stream") is None
+    assert len(JUDGED) == 10 and all(judge_for(NAME, g) for g in JUDGED)
     assert judge_for("04_speculative_decoder", "test_acceptance_from_counters") is None
 
 

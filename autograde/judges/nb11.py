@@ -1,5 +1,5 @@
-"""Notebook 11's hidden tests as judges (so far `read_spec_counters`, `acceptance_from_counters` and `vllm_gate_config`,
-their test cells).
+"""Notebook 11's hidden tests as judges: every test cell (`read_spec_counters`, `acceptance_from_counters`,
+`trace_from_stream` and `vllm_gate_config`).
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the inputs are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -218,10 +218,115 @@ def test_vllm_gate_config_bad_input(probe, rng):
             raise AssertionError("rule: bad input: the ValueError message names the argument")
 
 
+TRACE = "trace_from_stream"
+TRACE_KEYS = ("arrival", "first_token", "finish", "output_tokens")
+
+
+def _streams(rng, n_req):
+    """Requests as the load client records them (empty chunks before, between and after; chunks carrying several
+    tokens; equal times; the final chunk a tuple; an extra key), and the trace they give."""
+    reqs, want = [], {key: [] for key in TRACE_KEYS}
+    for _ in range(n_req):
+        sent = float(rng.uniform(0, 20))
+        t, chunks, first, fin, total = sent, [], None, None, 0
+        t += float(rng.exponential(0.1)) + 1e-3
+        for _ in range(int(rng.integers(0, 3))):
+            t += float(rng.exponential(0.05))
+            chunks.append([t, 0])
+        for _ in range(int(rng.integers(2, 30))):
+            t += float(rng.choice([0.0, rng.exponential(0.03)]))
+            n = int(rng.integers(1, 5)) if rng.random() < 0.3 else 1
+            chunks.append([t, n])
+            first = t if first is None else first
+            fin, total = t, total + n
+            if rng.random() < 0.1:
+                t += 0.01
+                chunks.append([t, 0])
+        t += float(rng.exponential(0.02))
+        chunks.append((t, 0))
+        reqs.append({"sent": sent, "chunks": chunks, "draft_n": int(rng.integers(1, 9))})
+        for key, v in zip(TRACE_KEYS, (sent, first, fin, total)):
+            want[key].append(v)
+    return reqs, want
+
+
+def _metrics(trace):
+    """Notebook 10's serving metrics (the judge's own reference), on the default SLOs."""
+    import numpy as np
+    arrival, first, finish, out = (np.asarray(trace[key], dtype=float) for key in TRACE_KEYS)
+    ttft, tpot = first - arrival, (finish - first) / (out - 1)
+    span = finish.max() - arrival.min()
+    good = (ttft <= 2.0) & (tpot <= 0.05)
+    return [float(np.percentile(ttft, 50)), float(np.percentile(ttft, 99)), float(np.percentile(tpot, 50)),
+            float(np.percentile(tpot, 99)), float(out.sum() / span), float(good.sum() / span)]
+
+
+def _trace(probe, rng, n_req):
+    reqs, want = _streams(rng, n_req)
+    shape = "rule: lists of plain floats (times) and plain ints (tokens)"
+    got = _value(probe(TRACE, reqs), shape)
+    if not (isinstance(got, dict) and set(got) == set(TRACE_KEYS)
+            and all(type(got[key]) is list and len(got[key]) == n_req for key in TRACE_KEYS)
+            and all(type(x) is float for key in TRACE_KEYS[:3] for x in got[key])
+            and all(type(x) is int for x in got["output_tokens"])):
+        raise AssertionError(shape)
+    return got, want
+
+
+def test_trace_from_stream(probe, rng):
+    for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60))):
+        for _ in range(10):
+            got, want = _trace(probe, rng, n_req)
+            if got["arrival"] != want["arrival"]:
+                raise AssertionError("rule: arrival = the time the request was sent")
+            if got["first_token"] != want["first_token"]:
+                raise AssertionError("rule: first_token = the first chunk that carries a token (empty chunks before it "
+                                     "do not count)")
+            if got["finish"] != want["finish"]:
+                raise AssertionError("rule: finish = the last chunk that carries a token (empty chunks after it do not "
+                                     "count)")
+
+
+def test_trace_from_stream_tokens(probe, rng):
+    for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60))):
+        for _ in range(10):
+            got, want = _trace(probe, rng, n_req)
+            if got["output_tokens"] != want["output_tokens"]:
+                raise AssertionError("rule: output_tokens = the tokens of all chunks, summed (a chunk may carry several)")
+            try:
+                ok = all(abs(m - w) < 1e-9 for m, w in zip(_metrics(got), _metrics(want)))
+            except (ValueError, ZeroDivisionError, FloatingPointError):
+                ok = False
+            if not ok:
+                raise AssertionError("rule: notebook 10's metrics of the trace")
+
+
+def test_trace_from_stream_bad_input(probe, rng):
+    s = float(rng.uniform(0, 5))
+    a, b = s + float(rng.uniform(0.01, 1)), s + float(rng.uniform(1.01, 2))
+    good = {"sent": s, "chunks": [[a, 1], [b, 1]]}
+    bads = [None, {"sent": s, "chunks": []}, [{"chunks": [[a, 1], [b, 1]]}], [{"sent": s}], [[s, [[a, 1], [b, 1]]]],
+            [{"sent": s, "chunks": [[a, 1, 2], [b, 1]]}], [{"sent": s, "chunks": [[a, 1.5], [b, 1]]}],
+            [{"sent": s, "chunks": [[a, -1], [b, 3]]}], [{"sent": s, "chunks": [[b, 1], [a, 1]]}],
+            [{"sent": b, "chunks": [[a, 1], [b + 1, 1]]}], [{"sent": s, "chunks": [[a, 1], [b, 0]]}],
+            [{"sent": s, "chunks": [[a, True], [b, 1]]}], [good, {"sent": s, "chunks": [[a, 0], [b, 0]]}], []]
+    for j in rng.permutation(len(bads)).tolist():
+        kind, value = probe(TRACE, bads[j])
+        if kind != "raised" or not value.is_a("ValueError"):
+            raise AssertionError("rule: bad input (not a non-empty list of requests, a malformed chunk, a token count "
+                                 "that is not an integer >= 0, a chunk time going back, fewer than 2 tokens) must raise "
+                                 "ValueError")
+        if not re.search(r"\brequests\b", value.message):
+            raise AssertionError("rule: bad input: the ValueError message names requests")
+
+
 JUDGES = {"test_read_spec_counters": test_read_spec_counters,
           "test_read_spec_counters_bad_input": test_read_spec_counters_bad_input,
           "test_acceptance_from_counters": test_acceptance_from_counters,
           "test_acceptance_from_counters_edges": test_acceptance_from_counters_edges,
           "test_acceptance_from_counters_bad_input": test_acceptance_from_counters_bad_input,
           "test_vllm_gate_config": test_vllm_gate_config,
-          "test_vllm_gate_config_bad_input": test_vllm_gate_config_bad_input}
+          "test_vllm_gate_config_bad_input": test_vllm_gate_config_bad_input,
+          "test_trace_from_stream": test_trace_from_stream,
+          "test_trace_from_stream_bad_input": test_trace_from_stream_bad_input,
+          "test_trace_from_stream_tokens": test_trace_from_stream_tokens}
