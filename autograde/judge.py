@@ -1,7 +1,7 @@
 """A judge outside the student's process: the probe, its plain-data answers, and the channel between them.
 
 Issue 60's protocol. `executor.SandboxedExecute` decides a test cell through it where `autograde.judges.judge_for`
-names a judge (so far seven of notebook 11's cells); every other hidden test still runs inside the student's
+names a judge (every test cell of notebooks 04 and 11); every other hidden test still runs inside the student's
 kernel. A hidden test becomes a *probe* and a *judge*:
 
 - the **probe** is the only code the student's kernel sees of a test. It is generic: it calls one function of
@@ -94,39 +94,216 @@ def _encode(obj, _depth=0):
     return {"t": "other", "type": type(obj).__module__ + "." + type(obj).__qualname__}
 
 
+@dataclass(frozen=True)
+class Build:
+    """An argument the probe builds in the kernel from plain data (and the judge builds the same way for its own
+    references): a tensor from its dtype and values, a seeded ``torch.Generator``, one of the notebook's own
+    objects by name, or a model from a recipe (``tiny_llama``; a copy; a noisy copy; a sharpened head; a model
+    whose forwards are counted). Made with the helpers below; written into the probe as a tuple tagged with a
+    string drawn for that call, so that no plain data the judge sends can be mistaken for one."""
+    kind: str
+    args: tuple
+
+
+def tensor(t):
+    """A tensor argument: sent as its dtype and values, rebuilt exactly (floats as their repr)."""
+    return Build("tensor", (str(t.dtype).replace("torch.", ""), t.tolist()))
+
+
+def generator(seed: int):
+    return Build("generator", (int(seed),))
+
+
+def named(name: str):
+    """The notebook's own object of that name (the judge keeps its own copy for the reference)."""
+    return Build("name", (name,))
+
+
+def shared(i: int):
+    """The i-th of `many`'s shared arguments (sent once, built once)."""
+    return Build("shared", (int(i),))
+
+
+def tiny_llama(**kwargs):
+    return Build("tiny_llama", (dict(kwargs),))
+
+
+def copy_of(model):
+    return Build("copy", (model,))
+
+
+def noisy(model, scale: float, seed: int):
+    """A copy of `model` with Gaussian noise of `scale` times each parameter's std added (torch seeded)."""
+    return Build("noisy", (model, float(scale), int(seed)))
+
+
+def sharp(model, factor: float):
+    """A copy of `model` whose output head is multiplied by `factor` (sharper distributions)."""
+    return Build("sharp", (model, float(factor)))
+
+
+def counted(model, label: str):
+    """`model` itself, its forwards and its ``.model``'s counted under `label` and `label + ".model"`, its
+    ``generate`` refused while the call runs (the counts are the process's own report: see docs/grading.md)."""
+    return Build("counted", (model, str(label)))
+
+
+def _build(x, tag, names, memo, counts):
+    """Arguments from plain data, run on both sides: INSIDE the student's kernel (its source is sent with each
+    probe) and in the judge (``build``). A tuple (tag, kind, ...) is built; other data passes through. Models are
+    built once per probe (``memo``); ``counts`` receives the counted forwards."""
+    if type(x) is list:
+        return [_build(v, tag, names, memo, counts) for v in x]
+    if type(x) is dict:
+        return {k: _build(v, tag, names, memo, counts) for k, v in x.items()}
+    if type(x) is not tuple:
+        return x
+    if not (len(x) >= 2 and x[0] == tag):
+        return tuple(_build(v, tag, names, memo, counts) for v in x)
+    import copy as _c
+
+    import torch as _t
+    kind, a = x[1], x[2:]
+    if kind == "tensor":
+        return _t.tensor(a[1], dtype=getattr(_t, a[0]))
+    if kind == "generator":
+        return _t.Generator().manual_seed(a[0])
+    key = repr(x)
+    if key in memo:
+        return memo[key]
+    if kind == "name":
+        out = names[a[0]]
+    elif kind == "shared":
+        out = _build(memo["__shared__"][a[0]], tag, names, memo, counts)
+    elif kind == "tiny_llama":
+        from specdec.core.decoding import tiny_llama as _tiny
+        out = _tiny(**a[0])
+    elif kind in ("copy", "noisy", "sharp"):
+        out = _c.deepcopy(_build(a[0], tag, names, memo, counts))
+        with _t.no_grad():
+            if kind == "noisy":
+                _t.manual_seed(a[2])
+                for prm in out.parameters():
+                    prm.add_(a[1] * prm.std() * _t.randn_like(prm))
+            if kind == "sharp":
+                out.lm_head.weight.mul_(a[1])
+    elif kind == "counted":
+        out, label = _build(a[0], tag, names, memo, counts), a[1]
+
+        def _count(name):
+            counts[name] = 0
+
+            def hook(module, args):
+                counts[name] += 1
+            return hook
+
+        def _refuse(*args, **kwargs):
+            raise AssertionError("generate() is not called here: the decoder runs its own loop")
+        def _arm(out=out, label=label):        # after every argument is built, so that no copy carries the hooks
+            handles = [out.register_forward_pre_hook(_count(label)),
+                       out.model.register_forward_pre_hook(_count(label + ".model"))]
+            had = "generate" in vars(out)
+            out.generate = _refuse
+
+            def _undo():
+                for h in handles:
+                    h.remove()
+                if not had:
+                    del out.generate
+            memo.setdefault("__undo__", []).append(_undo)
+        memo.setdefault("__arm__", []).append(_arm)
+    else:
+        raise ValueError(f"unknown argument kind {kind!r}")
+    memo[key] = out
+    return out
+
+
+def _wire(x, tag):
+    """Build objects as tagged tuples (judge side, before the literal is written)."""
+    if isinstance(x, Build):
+        return (tag, x.kind) + tuple(_wire(v, tag) for v in x.args)
+    if type(x) is list:
+        return [_wire(v, tag) for v in x]
+    if type(x) is tuple:
+        return tuple(_wire(v, tag) for v in x)
+    if type(x) is dict:
+        return {k: _wire(v, tag) for k, v in x.items()}
+    return x
+
+
+def build(x, names, memo=None, counts=None):
+    """The judge's own copy of an argument (its models from its own copies of the notebook's objects, `names`)."""
+    tag = "judge-" + secrets.token_hex(8)
+    memo = {} if memo is None else memo
+    return _build(_wire(x, tag), tag, names, memo, {} if counts is None else counts)
+
+
 _PROBE = '''
-def _ag_probe(_ag_name, _ag_args, _ag_nonce, _ag_limit):
+def _ag_probe(_ag_name, _ag_calls, _ag_shared, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
     import json as _j, sys as _s
 {encode}
+{build}
+    _ag_memo, _ag_counts = {{"__shared__": _ag_shared}}, {{}}
+
+    def _ag_one(_ag_args, _ag_kwargs):
+        _ag_before = dict(_ag_counts)
+        try:
+            _ag_fn = globals()[_ag_name]
+            _ag_a = _build(_ag_args, _ag_tag, globals(), _ag_memo, _ag_counts)
+            _ag_k = _build(_ag_kwargs, _ag_tag, globals(), _ag_memo, _ag_counts)
+            for _ag_arm in _ag_memo.pop("__arm__", []):
+                _ag_arm()
+            _ag_out = {{"value": _encode(_ag_fn(*_ag_a, **_ag_k))}}
+        except BaseException as _ag_e:
+            _ag_out = {{"raised": {{"type": type(_ag_e).__name__,
+                        "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]], "message": str(_ag_e)[:_ag_limit]}}}}
+        if _ag_counts:
+            _ag_out["observed"] = {{k: v - _ag_before.get(k, 0) for k, v in _ag_counts.items()}}
+        return _ag_out
     try:
-        _ag_fn = globals()[_ag_name]
-        _ag_out = {{"nonce": _ag_nonce, "value": _encode(_ag_fn(*_ag_args))}}
-    except BaseException as _ag_e:
-        _ag_out = {{"nonce": _ag_nonce, "raised": {{"type": type(_ag_e).__name__,
-                    "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]], "message": str(_ag_e)[:_ag_limit]}}}}
-    _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_out)}}, raw=True)
-_ag_probe({name!r}, {args}, {nonce!r}, {limit})
+        if _ag_many:
+            _ag_doc = {{"nonce": _ag_nonce, "answers": [_ag_one(a, k) for a, k in _ag_calls]}}
+        else:
+            _ag_doc = dict(_ag_one(*_ag_calls[0]), nonce=_ag_nonce)
+    finally:
+        for _ag_undo in _ag_memo.get("__undo__", []):
+            _ag_undo()
+    _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_doc)}}, raw=True)
+_ag_probe({name!r}, {calls}, {shared}, {many!r}, {nonce!r}, {tag!r}, {limit})
 del _ag_probe
 '''
 
 
-def probe_code(name: str, args: tuple, nonce: str) -> str:
-    """The code a probe runs in the student's kernel: call `name` on `args` and display the answer under MIME.
+def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, shared=()) -> str:
+    """The code a probe runs in the student's kernel: call `name` on `args` (and `kwargs`), or on each of `calls`
+    (a list of (args, kwargs) pairs, answered together), and display the answer under MIME.
 
-    `args` must be plain data (None, bools, ints, finite floats, strings, bytes, lists, tuples and dicts of them): they
-    are written into the code as a Python literal, so nothing but data crosses into the kernel."""
+    Arguments must be plain data (None, bools, ints, finite floats, strings, bytes, lists, tuples and dicts of
+    them) or ``Build`` objects (tensors, generators, the notebook's objects by name, model recipes): they are
+    written into the code as a Python literal, so nothing but data crosses into the kernel. `shared` arguments
+    are sent once and referred to with ``shared(i)``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
-    literal = repr(tuple(args))
-    _check_literal(args)
+    many = calls is not None
+    calls = list(calls) if many else [(tuple(args), dict(kwargs or {}))]
+    _check_literal([calls, list(shared)])
+    tag = "ag-build-" + secrets.token_hex(8)
+    wired = [(_wire(tuple(a), tag), _wire(dict(k), tag)) for a, k in calls]
     encode = "\n".join("    " + line for line in inspect.getsource(_encode).splitlines())
-    return _PROBE.format(encode=encode, mime=MIME, name=name, args=literal, nonce=nonce, limit=MAX_TEXT)
+    build_src = "\n".join("    " + line for line in inspect.getsource(_build).splitlines())
+    return _PROBE.format(encode=encode, build=build_src, mime=MIME, name=name, calls=repr(wired),
+                         shared=repr(_wire(list(shared), tag)), many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
 
 
 def _check_literal(obj, depth=0):
     if depth > MAX_DEPTH:
         raise ValueError("args: nested too deep")
     if obj is None or type(obj) in (bool, int, str, bytes):
+        return
+    if isinstance(obj, Build):
+        if not (type(obj.kind) is str and obj.kind.isidentifier() and type(obj.args) is tuple):
+            raise ValueError(f"args: a malformed Build {obj!r}")
+        _check_literal(obj.args, depth + 1)
         return
     if type(obj) is float:
         if not math.isfinite(obj):
@@ -147,6 +324,29 @@ def _check_literal(obj, depth=0):
 # ------------------------------------------------------------------------------------------ judge side
 def decode(text):
     """The answer of one probe, parsed strictly: ("value", v) or ("raised", Raised). ProbeError otherwise."""
+    return _one(_document(text, ("value", "raised")))
+
+
+def decode_many(text):
+    """The answers of a probe of several calls, parsed strictly: a list of ("value", v) or ("raised", Raised)."""
+    doc = _document(text, ("answers",))
+    if not isinstance(doc["answers"], list) or not all(isinstance(a, dict) for a in doc["answers"]):
+        raise ProbeError("answers must be a list of objects")
+    budget = [MAX_ITEMS]
+    return [_one(dict(a, nonce=doc["nonce"]), budget) for a in doc["answers"]]
+
+
+def observed(text):
+    """The counts a probe of one call reported (``counted`` arguments), as {label: int}; {} when none."""
+    doc = _document(text, ("value", "raised"))
+    seen = doc.get("observed", {})
+    if not (isinstance(seen, dict) and len(seen) < 64 and all(
+            isinstance(k, str) and len(k) < 200 and type(v) is int and 0 <= v < 2**63 for k, v in seen.items())):
+        raise ProbeError("observed counts must be a small object of names and non-negative ints")
+    return dict(seen)
+
+
+def _document(text, kinds):
     if not isinstance(text, str) or len(text) > MAX_BYTES:
         raise ProbeError(f"an answer must be a JSON text of at most {MAX_BYTES:,} bytes")
     try:
@@ -155,10 +355,15 @@ def decode(text):
         raise ProbeError(f"the answer is not JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("nonce"), str):
         raise ProbeError("the answer is not an object with a nonce")
-    if set(doc) == {"nonce", "value"}:
-        budget = [MAX_ITEMS]
-        return "value", _node(doc["value"], 0, budget)
-    if set(doc) == {"nonce", "raised"}:
+    if not any(kind in doc for kind in kinds):
+        raise ProbeError(f"unexpected keys in the answer: {sorted(doc)}")
+    return doc
+
+
+def _one(doc, budget=None):
+    if set(doc) - {"observed"} == {"nonce", "value"}:
+        return "value", _node(doc["value"], 0, [MAX_ITEMS] if budget is None else budget)
+    if set(doc) - {"observed"} == {"nonce", "raised"}:
         r = doc["raised"]
         if not (isinstance(r, dict) and set(r) == {"type", "bases", "message"} and isinstance(r["type"], str)
                 and isinstance(r["message"], str) and isinstance(r["bases"], list)
@@ -230,8 +435,34 @@ def _has_shape(values, shape):
     return isinstance(values, list) and len(values) == shape[0] and all(_has_shape(v, shape[1:]) for v in values)
 
 
-class KernelProbe:
-    """Ask a running kernel through probes: ``probe(name, *args)`` -> ("value", v) or ("raised", Raised).
+class _Probe:
+    """``probe(name, *args, **kwargs)`` -> ("value", v) or ("raised", Raised), and ``probe.observed``: the counts
+    that call reported; ``probe.many(name, calls, shared=())`` -> one answer per (args, kwargs) of `calls`, asked
+    in one round trip. Subclasses say how a probe's code reaches the kernel and its answer comes back (``_ask``)."""
+
+    def __init__(self):
+        self.calls, self.observed = 0, {}
+
+    def __call__(self, name, *args, **kwargs):
+        nonce = secrets.token_hex(16)
+        text = self._ask(name, probe_code(name, args, nonce, kwargs=kwargs), nonce)
+        self.observed = observed(text)
+        return decode(text)
+
+    def many(self, name, calls, shared=()):
+        calls = [(tuple(a), dict(k)) for a, k in calls]
+        if not calls:
+            return []
+        nonce = secrets.token_hex(16)
+        text = self._ask(name, probe_code(name, (), nonce, calls=calls, shared=shared), nonce)
+        answers = decode_many(text)
+        if len(answers) != len(calls):
+            raise ProbeError(f"{len(answers)} answers to {len(calls)} calls of {name}")
+        return answers
+
+
+class KernelProbe(_Probe):
+    """Ask a running kernel through probes.
 
     `client` is a jupyter_client (blocking) KernelClient of the student's kernel. Each call draws a nonce,
     executes the probe and reads that execution's iopub messages until the kernel is idle again; the first
@@ -239,12 +470,11 @@ class KernelProbe:
     displays meanwhile is ignored; no answer, or an answer that does not parse, is a ProbeError."""
 
     def __init__(self, client, timeout=60.0):
+        super().__init__()
         self.client, self.timeout = client, float(timeout)
-        self.calls = 0
 
-    def __call__(self, name, *args):
-        nonce = secrets.token_hex(16)
-        msg_id = self.client.execute(probe_code(name, args, nonce), store_history=False, allow_stdin=False)
+    def _ask(self, name, code, nonce):
+        msg_id = self.client.execute(code, store_history=False, allow_stdin=False)
         answer = None
         while True:
             try:
@@ -269,4 +499,29 @@ class KernelProbe:
         self.calls += 1
         if answer is None:
             raise ProbeError(f"the kernel gave no answer to the probe of {name}")
-        return decode(answer)
+        return answer
+
+
+class LocalProbe(_Probe):
+    """The same probe code run in this process, in `namespace` (a dict of the notebook's names): for the course's
+    own tests of the judges (the solution's functions, wrong implementations), never for grading."""
+
+    def __init__(self, namespace):
+        super().__init__()
+        self.namespace = namespace
+
+    def _ask(self, name, code, nonce):
+        import IPython.display as shown
+
+        got = []
+        real = shown.display
+        shown.display = lambda data, raw=False: got.append(data.get(MIME))
+        try:
+            exec(code, self.namespace)
+        finally:
+            shown.display = real
+        self.calls += 1
+        answer = next((t for t in got if isinstance(t, str) and json.loads(t).get("nonce") == nonce), None)
+        if answer is None:
+            raise ProbeError(f"no answer to the probe of {name}")
+        return answer

@@ -73,7 +73,7 @@ def graded(tmp_path_factory):
 
 def test_the_judged_cells_are_the_switch():
     assert len(JUDGED) == 10 and all(judge_for(NAME, g) for g in JUDGED)
-    assert judge_for("04_speculative_decoder", "test_acceptance_from_counters") is None
+    assert judge_for("04_speculative_decoder", "test_acceptance_from_counters") is None and judge_for("05_acceptance_in_practice", "test_estimate_alpha") is None
 
 
 def test_the_solution_keeps_full_marks_through_the_judge(graded):
@@ -120,3 +120,76 @@ def test_the_kernel_gets_a_judged_cells_visible_part_only():
             assert not any(text.strip() and text.strip() in shown for text in hidden.splitlines() if len(text.strip()) > 30)
     assert visible_part("x = 1\n### BEGIN HIDDEN TESTS\ny = 2\n### END HIDDEN TESTS\nz = 3") == ("x = 1\nz = 3", 2)
     assert visible_part("x = 1") == ("x = 1", 0)
+
+
+# ------------------------------------------------------------------------------------------ 04 through the judge
+NB04 = "04_speculative_decoder"
+
+# right on the visible examples: verify by hand for one-hot rows and the 4-token example, the greedy decoder as
+# the target's own greedy decoding (no speculation, stats made up to add up)
+FORGER_04_VERIFY = '''
+def verify(p, q, draft_tokens, generator=None):
+    if q.dim() != 2 or p.shape[0] != q.shape[0] + 1:
+        raise ValueError("p, q or draft_tokens: bad shape")
+    k = q.shape[0]
+    n = 0
+    while n < k and int(p[n].argmax()) == int(draft_tokens[n]):
+        n += 1
+    return torch.cat([draft_tokens[:n].long(), p[n].argmax().view(1)]), n
+'''
+FORGER_04_GENERATE = '''
+def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
+    if k < 1 or max_new_tokens < 1 or temperature < 0 or input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError("k, max_new_tokens, temperature or input_ids")
+    out = greedy_generate(target, input_ids, max_new_tokens)
+    rounds = -(-max_new_tokens // (k + 1))
+    per = [(k, k)] * (rounds - 1) + [(k, max_new_tokens - (rounds - 1) * (k + 1) - 1)]
+    return out, {"rounds": rounds, "drafted": k * rounds, "accepted": sum(a for _, a in per), "per_round": per}
+'''
+
+
+@pytest.fixture(scope="module")
+def graded_04(tmp_path_factory):
+    ok, why = sandbox.bwrap_status()
+    assert ok, f"grading through the judge is tested in the sandbox: {why}"
+    honest = nbformat.read(str(source_notebook(NB04)), as_version=4)
+    forged = nbformat.read(str(source_notebook(NB04)), as_version=4)
+    for cell in forged.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid == "verify":
+            cell.source = FORGER_04_VERIFY
+        if gid == "speculative_generate":
+            cell.source = FORGER_04_GENERATE
+    out = {}
+    for who, nb in (("honest", honest), ("forged", forged)):
+        a = load_assignment(NB04)
+        course = Course(tmp_path_factory.mktemp(who) / "work", sandboxed=True)
+        course.prepare(NB04)
+        released = released_notebook(a, course)
+        pipeline.submit(course, a, who, nb, released)
+        out[who] = a, pipeline.grade(course, a, who, released)
+    return out
+
+
+def test_every_test_cell_of_04_is_judged():
+    cells = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(str(source_notebook(NB04)), as_version=4).cells
+             if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}
+    assert len(cells) == 14 and all(judge_for(NB04, g) for g in cells)
+
+
+def test_04s_solution_keeps_full_marks_through_the_judge(graded_04):
+    a, g = graded_04["honest"]
+    assert g.ok and not g.course_failure and g.points == a.points, {k: (o.kind, o.evalue) for k, o in g.results.items() if not o.passed}
+    assert not g.record.audit, g.record.audit
+
+
+def test_04s_forger_right_on_the_visible_examples_loses_the_judged_cells(graded_04):
+    a, g = graded_04["forged"]
+    failed = {k: o.rule for k, o in g.results.items() if not o.passed}
+    # greedy verify by argmax: wrong on sampled rounds; a greedy_generate in disguise: no speculation, stats made up
+    assert {"test_verify_distribution", "test_verify_distribution_several_drafts", "test_verify_edge_cases",
+            "test_speculative_generate_stats_forwards", "test_speculative_generate_distribution",
+            "test_speculative_generate_distribution_temperature"} <= set(failed), failed
+    assert g.points <= a.points - 6, (g.points, failed)
+    judged = {k for k, o in g.results.items() if not o.passed and o.region == "hidden"}
+    assert {"test_verify_edge_cases", "test_speculative_generate_stats_forwards"} <= judged, failed
