@@ -228,12 +228,15 @@ class SandboxedExecute(Execute):
         self._judged = {i: fn for i, c in enumerate(nb.cells) if is_test_cell(c)
                         and (fn := judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", ""))) is not None}
         self._judge_seed = secrets.randbits(64)        # drawn per grading run, never sent to the kernel
+        # where every test cell has a judge, no verdict signed in the kernel counts, so the kernel gets no key
+        # (its guard draws one of its own, known to nobody else); only a test decided in the kernel needs one
+        self._key_in_kernel = bool(self._test_cells - set(self._judged))
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
             # the kernel reads this and deletes it before any cell runs (autograde/guard_kernel.py)
             course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
-            guard = {"key": self._key.hex(), "audit": self.audit,
+            guard = {"key": self._key.hex() if self._key_in_kernel else "", "audit": self.audit,
                      "tests": {sha256(src): src for src in (self._kernel_source(i, c) for i, c in enumerate(nb.cells)
                                                              if is_test_cell(c))},
                      "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells
@@ -296,7 +299,7 @@ class SandboxedExecute(Execute):
         import numpy as np
         from jupyter_client import BlockingKernelClient
 
-        from autograde.judge import KernelProbe, ProbeError
+        from autograde.judge import KernelProbe, NoAnswer, ProbeError
 
         client = BlockingKernelClient()
         client.load_connection_info(self.km.get_connection_info())
@@ -309,10 +312,16 @@ class SandboxedExecute(Execute):
             return None
         except AssertionError as exc:
             ename, evalue = "AssertionError", str(exc)
+            came_back = str(getattr(exc, "came_back", ""))[:200]
         except ProbeError as exc:
-            ename, evalue = "AssertionError", f"no usable answer from the kernel: {exc}"
+            ename, evalue, came_back = "AssertionError", f"no usable answer from the kernel: {exc}", ""
+            if isinstance(exc, NoAnswer):
+                self._event("tampered", index, f"the kernel ran the judge's probe and gave no answer ({exc}): the "
+                                               f"probe or the kernel's messages had been replaced")
         finally:
             client.stop_channels()
+        rule = evalue[len("rule: "):] if evalue.startswith("rule: ") else ""
+        self._record.judged.append({"cell": index, "rule": rule[:ERROR_TEXT_CHARS], "came_back": came_back})
         err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
         return err
@@ -426,7 +435,7 @@ class SandboxedExecute(Execute):
             cell.source = source
         if cell.get("execution_count") is not None:
             self._count_to_cell[cell["execution_count"]] = index
-        if nonce is not None and not self._stopped and not self._errors.get(index):
+        if nonce is not None and index not in self._judged and not self._stopped and not self._errors.get(index):
             got = self._evidence.get(index) or {}
             want = evidence_tag(self._key, digest, nonce)
             if not (got.get("test") == digest and got.get("nonce") == nonce

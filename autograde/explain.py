@@ -103,6 +103,8 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
         # the exception's type only: its message is the student's code's, and could carry the hidden inputs
         raised = (f" On that input your code raised {outcome.ename} (where the rule wants an answer)."
                   if outcome.ename not in ("AssertionError", "Exception") else "")
+        if outcome.came_back:           # a judge outside the kernel saw what came back: say that, nothing else
+            raised = f" On an input drawn for this run, your function {outcome.came_back}."
         hint = (f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "
                 f"{outcome.rule}.{raised} Read the part's text and docstring for that rule.")
     elif outcome.region == "hidden":

@@ -41,6 +41,45 @@ class ProbeError(Exception):
     parse as an answer. The judge counts the test as failed (the student's process answered nothing usable)."""
 
 
+class NoAnswer(ProbeError):
+    """The kernel ran a probe to its end (it went idle) and displayed no answer with the call's nonce: the probe
+    always answers, even when the student's function raises, so its code or the kernel's messages had been
+    replaced. The grader records the run as tampered."""
+
+
+class Broken(AssertionError):
+    """A judge's verdict: the rule an answer broke (``str(exc)``, "rule: ..." as the notebook's contract words it)
+    and what the student's function gave back on that input (``came_back``, from ``describe``), for the hint."""
+
+    def __init__(self, rule, came_back=""):
+        super().__init__(rule)
+        self.came_back = came_back
+
+
+def describe(answer) -> str:
+    """What came back from one probe, in a few words: "raised TypeError", "returned None", "returned a dict of 3
+    keys", "returned a torch int64 tensor of shape (1, 40)". Never the values: only the kind of answer."""
+    kind, value = answer
+    if kind == "raised":
+        return f"raised {value.type}"
+    return "returned " + _kind_of(value)
+
+
+def _kind_of(v):
+    if v is None or isinstance(v, bool):
+        return repr(v)
+    if isinstance(v, Tensor):
+        return f"a {v.kind} {v.dtype} {'tensor' if v.kind == 'torch' else 'array'} of shape {v.shape}"
+    if isinstance(v, Other):
+        return f"an object of type {v.type}"
+    if isinstance(v, (list, tuple)):
+        inner = sorted({_kind_of(x).split(" of ")[0] for x in v})[:3]
+        return f"a {type(v).__name__} of {len(v)}" + (f" ({', '.join(inner)})" if inner else "")
+    if isinstance(v, dict):
+        return f"a dict of {len(v)} keys"
+    return f"a {type(v).__name__}"
+
+
 @dataclass(frozen=True)
 class Tensor:
     """A tensor or array the student's function returned: its kind ("torch" or "numpy"), dtype name, shape and
@@ -498,7 +537,7 @@ class KernelProbe(_Probe):
                 break
         self.calls += 1
         if answer is None:
-            raise ProbeError(f"the kernel gave no answer to the probe of {name}")
+            raise NoAnswer(f"the kernel gave no answer to the probe of {name}")
         return answer
 
 

@@ -32,6 +32,7 @@ class Outcome:
     note: str = ""                 # the grader's own explanation (timeouts, crashes)
     rebound: str = ""              # what a student's cell rebound that a locked cell defines (the guard says)
     rule: str = ""                 # the label of the hidden rule that failed (from the test's own source)
+    came_back: str = ""            # a judged test: what the student's function gave back (the grader's words)
 
     @property
     def passed(self):
@@ -56,6 +57,8 @@ def outcomes(executed_nb, assignment, record):
     stop = record.stop or {}
     # what the guard says a student's cell rebound (its structured field, never its message's wording)
     rebound_at = {r["cell"]: r["names"] for r in record.rebound}
+    # what a judge outside the kernel decided (autograde.judge): the rule and what came back, in the grader's words
+    judged_at = {j["cell"]: j for j in record.judged}
     # what the cells grading did not run (they only measure) would have set: the grader's list, so a NameError for
     # one of these names is explained, whatever the message says otherwise
     skipped_set = {name: s["cell"] for s in record.skipped for name in s.get("names", [])}
@@ -103,6 +106,11 @@ def outcomes(executed_nb, assignment, record):
             # own labels; else the label of the statement that failed, read from the test's source
             said = evalue[len(RULE_PREFIX):].strip() if evalue.startswith(RULE_PREFIX) else ""
             rule = said if said in test.rules else test.rule_at(line)
+        verdict, came_back = judged_at.get(index), ""
+        if verdict is not None and region != "visible":
+            # the visible part passed and the judge failed the cell: its rule and what came back are the grader's
+            region, rule, came_back = "hidden", verdict.get("rule", "") or rule, verdict.get("came_back", "")
+            ename = "AssertionError"
         note = ""
         undefined = UNDEFINED.search(evalue) if ename == "NameError" else None
         if undefined and undefined.group(1) in skipped_set:
@@ -111,7 +119,7 @@ def outcomes(executed_nb, assignment, record):
                     f"or take it as an argument")
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
                                         line=line, region=region, evalue=evalue[:500], note=note,
-                                        rebound=rebound, rule=rule)
+                                        rebound=rebound, rule=rule, came_back=came_back)
     return result
 
 

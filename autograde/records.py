@@ -39,6 +39,10 @@ class RunRecord:
     # cells of the course's own code, tagged `measures` and unchanged, that grading did not run: {cell, names}
     # (names: what the cell would have set, for the hint when a student's code needs one of them)
     skipped: list = field(default_factory=list)
+    # test cells a judge decided outside the kernel (autograde.judge) and failed: {cell, rule, came_back}; the
+    # rule the judge found broken and what the student's function gave back (its type and shape, or the type of
+    # what it raised), in the grader's own words
+    judged: list = field(default_factory=list)
 
     def to_dict(self):
         return dataclasses.asdict(self)

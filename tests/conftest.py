@@ -20,6 +20,8 @@ MODULE_MARKS = {
     "test_autograde_throughput": ("notebooks", "slow"),
     "test_grading_mode": ("notebooks",),
     "test_judge_grading": ("notebooks",),
+    "test_judge_attacks": ("notebooks",),
+    "test_judge_secrets": ("notebooks",),
     "test_browser": ("browser", "notebooks"),
     "test_classroom": ("e2e", "notebooks"),
     "test_wrong_implementations": ("slow",),

@@ -175,3 +175,34 @@ def test_a_part_without_code_of_its_own_names_the_parts_its_test_runs():
     # a part with code of its own still points at its own solution cell
     assert "solution cell of Part A" in explain(TEST, Outcome("test_f", "failed", ename="NotImplementedError"),
                                                   parts[0], parts=parts).hint
+
+
+def test_a_judged_failure_says_what_came_back_not_what_the_tests_own_code_raised():
+    """A test a judge decides outside the kernel: the rule and what the learner's function gave back come from the
+    grader's record (autograde.judge.describe), so a function that returns None where the rule wants a number is
+    told so, not "your code raised TypeError" (which the test's own arithmetic on None would have raised)."""
+    from autograde.judge import Broken, describe
+    exc = Broken("rule: other inputs: f is the identity", describe(("value", None)))
+    record = RunRecord(judged=[{"cell": 0, "rule": str(exc)[len("rule: "):], "came_back": exc.came_back}])
+    out = outcomes(_executed("AssertionError", str(exc), 3), ASSIGNMENT, record)["test_f"]
+    assert (out.region, out.rule, out.came_back) == ("hidden", "other inputs: f is the identity", "returned None")
+    hint = explain(TEST, out).hint
+    assert "your function returned None" in hint and "raised" not in hint, hint
+    # the same failure decided in the kernel, where the test's own code raised on the None, says "raised"
+    out = outcomes(_executed("TypeError", "unsupported operand", 6), ASSIGNMENT, RunRecord())["test_f"]
+    assert "your code raised TypeError" in explain(TEST, out).hint
+    # a visible failure is the visible line's, whatever the record says of a judge
+    out = outcomes(_executed("AssertionError", "f(1) should be 1, got 2", 2), ASSIGNMENT, record)["test_f"]
+    assert out.region == "visible" and not out.came_back
+
+
+@pytest.mark.parametrize("answer, said", [
+    (("value", None), "returned None"), (("value", 3.5), "returned a float"),
+    (("value", {"a": 1}), "returned a dict of 1 keys"),
+])
+def test_what_came_back_is_described_by_its_kind_never_its_values(answer, said):
+    from autograde.judge import Raised, Tensor, describe
+    assert describe(answer) == said
+    assert describe(("raised", Raised("TypeError", ("Exception",), "secret 12345"))) == "raised TypeError"
+    assert describe(("value", Tensor("torch", "int64", (1, 3), [[7, 8, 9]]))) == \
+        "returned a torch int64 tensor of shape (1, 3)"

@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-from autograde.judge import Raised, Tensor, build, counted, copy_of, generator, named, noisy, shared, sharp, tensor
+from autograde.judge import (Broken, Raised, Tensor, build, copy_of, counted, describe, generator, named, noisy, shared,
+                             sharp, tensor)
 from autograde.judge import tiny_llama as tiny
 
 VERIFY, GENERATE = "verify", "speculative_generate"
@@ -38,9 +39,10 @@ def _names():
 
 
 def _value(answer, rule):
+    """The value that came back, or the rule broken with what was raised instead."""
     kind, value = answer
     if kind != "value":
-        raise AssertionError(f"{rule} (your function raised {value.type}: {value.message[:200]})")
+        raise Broken(rule, describe(answer))
     return value
 
 
@@ -54,12 +56,12 @@ def _round(answer, rule="rule: new_tokens is a 1-D LongTensor of n_accepted + 1 
     """(ids, n) from verify's answer, or the rule's failure."""
     got = _value(answer, rule)
     if not (isinstance(got, tuple) and len(got) == 2):
-        raise AssertionError("rule: new_tokens is a 1-D LongTensor")
+        raise Broken("rule: new_tokens is a 1-D LongTensor", describe(answer))
     new, n = got
     if not (isinstance(new, Tensor) and new.kind == "torch" and new.dtype == "int64" and len(new.shape) == 1):
-        raise AssertionError("rule: new_tokens is a 1-D LongTensor")
+        raise Broken("rule: new_tokens is a 1-D LongTensor", "returned new_tokens as " + describe(("value", new))[9:])
     if type(n) is not int:
-        raise AssertionError("rule: n_accepted is a plain int in [0, k]")
+        raise Broken("rule: n_accepted is a plain int in [0, k]", "returned n_accepted as " + describe(("value", n))[9:])
     return list(new.values), n
 
 
@@ -246,7 +248,8 @@ def _tokens(answer, rule, length):
     got = _value(answer, rule)
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], Tensor) and got[0].kind == "torch"
             and got[0].dtype == "int64" and got[0].shape == (1, length) and isinstance(got[1], dict)):
-        raise AssertionError("rule: returns the prompt followed by exactly max_new_tokens new tokens")
+        raise Broken("rule: returns the prompt followed by exactly max_new_tokens new tokens", describe(answer)
+                     + f" (the prompt and the new tokens make shape (1, {length}))")
     return got[0].values[0], got[1]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from autograde.judge import Raised
+from autograde.judge import Broken, Raised, describe
 
 FN = "acceptance_from_counters"
 KEYS = {"alpha", "tau", "acceptance_rate", "position_rates"}
@@ -19,9 +19,10 @@ def _plain_float(x):
 
 
 def _value(answer, rule):
+    """The value that came back, or the rule broken with what was raised instead."""
     kind, value = answer
     if kind != "value":
-        raise AssertionError(f"{rule} (your function raised {value.type}: {value.message[:200]})")
+        raise Broken(rule, describe(answer))
     return value
 
 

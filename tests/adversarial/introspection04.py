@@ -180,7 +180,7 @@ def verify(p, q, draft_tokens, generator=None):
         "dispatch_replaced": ({"verify": DISPATCH}, None,
                               Expect(0.0, "tampered", what="replaces the kernel's execute handler: every later cell "
                                                            "replies ok; answers left as stubs",
-                                     detail=["no signed verdict"])),
+                                     detail=["gave no answer"])),
         "code_swap": ({**answers, "speculative_generate": CODE_SWAP}, None,
                       Expect(VERIFY_POINTS, "tampered", what="a zero decoder, and greedy_generate given its code "
                                                              "through an aliased setattr",
