@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import warnings
@@ -32,6 +33,7 @@ from autograde import REPO, sandbox, scan
 from autograde.assignment import HIDDEN_BEGIN, is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
 from autograde.judges import judge_for
+from autograde.judges import warm as warm_judges
 from autograde.records import RunRecord, write_run_record
 
 warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
@@ -143,6 +145,13 @@ def _signal_name(number):
         return f"signal {number}"
 
 
+def _warm_judges(assignment):
+    try:
+        warm_judges(assignment)
+    except Exception:        # noqa: BLE001  (the first judged cell loads it again, and reports what fails)
+        pass
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute, with the kernel in the sandbox and the run bounded and recorded."""
 
@@ -231,6 +240,8 @@ class SandboxedExecute(Execute):
         # where every test cell has a judge, no verdict signed in the kernel counts, so the kernel gets no key
         # (its guard draws one of its own, known to nobody else); only a test decided in the kernel needs one
         self._key_in_kernel = bool(self._test_cells - set(self._judged))
+        if self._judged:          # the judges' own models load while the kernel starts and runs the notebook
+            threading.Thread(target=_warm_judges, args=(self._record.assignment,), daemon=True).start()
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
@@ -292,7 +303,14 @@ class SandboxedExecute(Execute):
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
     def _kernel_source(self, index, cell):
-        return visible_part(cell.source)[0] if index in self._judged else cell.source
+        """What the kernel runs of a test cell: all of it; a judged cell's visible part; nothing but its docstring
+        where the judge repeats the visible check on inputs of its own (``replaces_visible``: a statistical test
+        the learner runs in the notebook and the judge runs again, fresh, outside the kernel)."""
+        if index not in self._judged:
+            return cell.source
+        if getattr(self._judged[index], "replaces_visible", False):
+            return cell.source.split("\n", 1)[0]
+        return visible_part(cell.source)[0]
 
     def _judge(self, index, cell):
         """Run cell `index`'s judge against the kernel (the visible part passed); an error output when it fails."""
@@ -304,7 +322,10 @@ class SandboxedExecute(Execute):
         client = BlockingKernelClient()
         client.load_connection_info(self.km.get_connection_info())
         client.start_channels()
-        line = visible_part(cell.source)[1] or 1
+        # the line the judge's failure is reported at: the hidden block's first, or past the end (a cell without
+        # one), so that the outcome reads as the hidden tests' (its rule is the judge's)
+        line = visible_part(cell.source)[1] or cell.source.count("\n") + 2
+        t0, probe = time.monotonic(), None
         try:
             remaining = max(1.0, self.notebook_timeout - (time.monotonic() - self._t0))
             probe = KernelProbe(client, timeout=min(remaining, self._cell_timeout or remaining))
@@ -320,6 +341,8 @@ class SandboxedExecute(Execute):
                                                f"probe or the kernel's messages had been replaced")
         finally:
             client.stop_channels()
+            self._record.judge_seconds.append({"cell": index, "seconds": round(time.monotonic() - t0, 3),
+                                               "in_kernel": round(probe.waited if probe else 0.0, 3)})
         rule = evalue[len("rule: "):] if evalue.startswith("rule: ") else ""
         self._record.judged.append({"cell": index, "rule": rule[:ERROR_TEXT_CHARS], "came_back": came_back})
         err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
@@ -416,7 +439,7 @@ class SandboxedExecute(Execute):
             return cell, resources
         source, nonce = cell.source, None
         if index in self._judged:
-            cell.source = visible_part(source)[0]            # the hidden block never reaches the kernel
+            cell.source = self._kernel_source(index, cell)    # the hidden block never reaches the kernel
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more
             digest, nonce = sha256(cell.source), secrets.token_hex(16)

@@ -27,6 +27,7 @@ import inspect
 import json
 import math
 import secrets
+import time
 from dataclasses import dataclass
 
 MIME = "application/x-autograde-probe+json"
@@ -111,7 +112,6 @@ class Raised:
 def _encode(obj, _depth=0):
     """Plain data for JSON, run INSIDE the student's kernel (its source is sent with each probe, so it imports
     nothing of the course). Unknown objects become {"t": "other", "type": name}: the judge fails them."""
-    import math as _m
     if _depth > 16:
         return {"t": "other", "type": "too deep"}
     if obj is None or type(obj) in (bool, str):              # exact types: a subclass (numpy.float64) is tagged
@@ -119,7 +119,8 @@ def _encode(obj, _depth=0):
     if type(obj) is int:
         return obj if abs(obj) < 2**63 else {"t": "other", "type": "int beyond 64 bits"}
     if type(obj) is float:
-        return obj if _m.isfinite(obj) else {"t": "float", "v": repr(obj)}
+        # no import here: in the kernel every import is an audit event the guard's hook inspects, on every call
+        return obj if obj - obj == 0 else {"t": "float", "v": repr(obj)}
     if type(obj) in (list, tuple):
         items = [_encode(x, _depth + 1) for x in obj]
         return items if type(obj) is list else {"t": "tuple", "items": items}
@@ -156,6 +157,16 @@ def generator(seed: int):
 def named(name: str):
     """The notebook's own object of that name (the judge keeps its own copy for the reference)."""
     return Build("name", (name,))
+
+
+def rows(t):
+    """In ``probe.map``: call j gets row j of the tensor `t` (a Build from ``tensor``), sent and built once."""
+    return Build("rows", (t,))
+
+
+def seeds(values):
+    """In ``probe.map``: call j gets a ``torch.Generator`` seeded with ``values[j]``."""
+    return Build("seeds", ([int(v) for v in values],))
 
 
 def shared(i: int):
@@ -199,10 +210,16 @@ def _build(x, tag, names, memo, counts):
         return x
     if not (len(x) >= 2 and x[0] == tag):
         return tuple(_build(v, tag, names, memo, counts) for v in x)
-    import copy as _c
-
-    import torch as _t
+    if "__torch__" not in memo:          # once per probe: an import is an audit event in the guarded kernel
+        import copy
+        import torch
+        memo["__torch__"], memo["__copy__"] = torch, copy
+    _t, _c = memo["__torch__"], memo["__copy__"]
     kind, a = x[1], x[2:]
+    if kind == "rows":                   # a mapped call's j-th row of a tensor (see map)
+        return {tag: ("rows", _build(a[0], tag, names, memo, counts))}
+    if kind == "seeds":                  # a mapped call's generator seeded with the j-th seed
+        return {tag: ("seeds", list(a[0]))}
     if kind == "tensor":
         return _t.tensor(a[1], dtype=getattr(_t, a[0]))
     if kind == "generator":
@@ -257,6 +274,33 @@ def _build(x, tag, names, memo, counts):
     return out
 
 
+def _to_json(x):
+    """Plain data as JSON-able nodes (judge side): tuples, dicts (any keys) and bytes tagged, as answers are."""
+    if type(x) is list:
+        return [_to_json(v) for v in x]
+    if type(x) is tuple:
+        return {"t": "tuple", "items": [_to_json(v) for v in x]}
+    if type(x) is dict:
+        return {"t": "dict", "items": [[_to_json(k), _to_json(v)] for k, v in x.items()]}
+    if type(x) is bytes:
+        return {"t": "bytes", "hex": x.hex()}
+    return x
+
+
+def _from_json(x):
+    """The arguments back from their JSON nodes, run INSIDE the student's kernel (its source is sent with each
+    probe): json.loads and this walk are many times faster than parsing thousands of calls as Python source."""
+    if type(x) is list:
+        return [_from_json(v) for v in x]
+    if type(x) is dict:
+        if x["t"] == "tuple":
+            return tuple(_from_json(v) for v in x["items"])
+        if x["t"] == "dict":
+            return {_from_json(k): _from_json(v) for k, v in x["items"]}
+        return bytes.fromhex(x["hex"])
+    return x
+
+
 def _wire(x, tag):
     """Build objects as tagged tuples (judge side, before the literal is written)."""
     if isinstance(x, Build):
@@ -282,38 +326,68 @@ def _ag_probe(_ag_name, _ag_calls, _ag_shared, _ag_many, _ag_nonce, _ag_tag, _ag
     import json as _j, sys as _s
 {encode}
 {build}
+{from_json}
+    _ag_calls, _ag_shared = _from_json(_j.loads(_ag_calls)), _from_json(_j.loads(_ag_shared))
     _ag_memo, _ag_counts = {{"__shared__": _ag_shared}}, {{}}
 
-    def _ag_one(_ag_args, _ag_kwargs):
+    def _ag_raised(_ag_e):
+        return {{"raised": {{"type": type(_ag_e).__name__, "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]],
+                            "message": str(_ag_e)[:_ag_limit]}}}}
+
+    def _ag_built(_ag_args, _ag_kwargs):
+        _ag_a = _build(_ag_args, _ag_tag, globals(), _ag_memo, _ag_counts)
+        _ag_k = _build(_ag_kwargs, _ag_tag, globals(), _ag_memo, _ag_counts)
+        for _ag_arm in _ag_memo.pop("__arm__", []):
+            _ag_arm()
+        return _ag_a, _ag_k
+
+    def _ag_call(_ag_a, _ag_k):
         _ag_before = dict(_ag_counts)
         try:
-            _ag_fn = globals()[_ag_name]
-            _ag_a = _build(_ag_args, _ag_tag, globals(), _ag_memo, _ag_counts)
-            _ag_k = _build(_ag_kwargs, _ag_tag, globals(), _ag_memo, _ag_counts)
-            for _ag_arm in _ag_memo.pop("__arm__", []):
-                _ag_arm()
-            _ag_out = {{"value": _encode(_ag_fn(*_ag_a, **_ag_k))}}
+            _ag_out = {{"value": _encode(globals()[_ag_name](*_ag_a, **_ag_k))}}
         except BaseException as _ag_e:
-            _ag_out = {{"raised": {{"type": type(_ag_e).__name__,
-                        "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]], "message": str(_ag_e)[:_ag_limit]}}}}
+            _ag_out = _ag_raised(_ag_e)
         if _ag_counts:
             _ag_out["observed"] = {{k: v - _ag_before.get(k, 0) for k, v in _ag_counts.items()}}
         return _ag_out
+
+    def _ag_one(_ag_args, _ag_kwargs):
+        try:
+            _ag_a, _ag_k = _ag_built(_ag_args, _ag_kwargs)
+        except BaseException as _ag_e:
+            return _ag_raised(_ag_e)
+        return _ag_call(_ag_a, _ag_k)
+
+    def _ag_at(_ag_v, _ag_j):          # the j-th of a rows(...) or seeds(...) argument in a mapped call
+        if type(_ag_v) is dict and _ag_tag in _ag_v:
+            _ag_kind, _ag_seq = _ag_v[_ag_tag]
+            return _ag_seq[_ag_j] if _ag_kind == "rows" else _ag_memo["__torch__"].Generator().manual_seed(_ag_seq[_ag_j])
+        return _ag_v
+
+    def _ag_map(_ag_n, _ag_args, _ag_kwargs):
+        try:
+            _ag_a, _ag_k = _ag_built(_ag_args, _ag_kwargs)
+        except BaseException as _ag_e:
+            return [_ag_raised(_ag_e)] * _ag_n
+        return [_ag_call([_ag_at(v, j) for v in _ag_a], {{key: _ag_at(v, j) for key, v in _ag_k.items()}})
+                for j in range(_ag_n)]
     try:
-        if _ag_many:
+        if _ag_many is True:
             _ag_doc = {{"nonce": _ag_nonce, "answers": [_ag_one(a, k) for a, k in _ag_calls]}}
+        elif _ag_many:
+            _ag_doc = {{"nonce": _ag_nonce, "answers": _ag_map(_ag_many, *_ag_calls[0])}}
         else:
             _ag_doc = dict(_ag_one(*_ag_calls[0]), nonce=_ag_nonce)
     finally:
         for _ag_undo in _ag_memo.get("__undo__", []):
             _ag_undo()
     _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_doc)}}, raw=True)
-_ag_probe({name!r}, {calls}, {shared}, {many!r}, {nonce!r}, {tag!r}, {limit})
+_ag_probe({name!r}, {calls!r}, {shared!r}, {many!r}, {nonce!r}, {tag!r}, {limit})
 del _ag_probe
 '''
 
 
-def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, shared=()) -> str:
+def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, shared=(), n=None) -> str:
     """The code a probe runs in the student's kernel: call `name` on `args` (and `kwargs`), or on each of `calls`
     (a list of (args, kwargs) pairs, answered together), and display the answer under MIME.
 
@@ -323,15 +397,19 @@ def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, shar
     are sent once and referred to with ``shared(i)``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
-    many = calls is not None
-    calls = list(calls) if many else [(tuple(args), dict(kwargs or {}))]
+    many = True if calls is not None else (int(n) if n else False)      # many calls; n calls mapped over rows
+    calls = list(calls) if calls is not None else [(tuple(args), dict(kwargs or {}))]
     _check_literal([calls, list(shared)])
     tag = "ag-build-" + secrets.token_hex(8)
     wired = [(_wire(tuple(a), tag), _wire(dict(k), tag)) for a, k in calls]
     encode = "\n".join("    " + line for line in inspect.getsource(_encode).splitlines())
     build_src = "\n".join("    " + line for line in inspect.getsource(_build).splitlines())
-    return _PROBE.format(encode=encode, build=build_src, mime=MIME, name=name, calls=repr(wired),
-                         shared=repr(_wire(list(shared), tag)), many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
+    # the arguments travel as one JSON string the kernel parses: written out as Python source, thousands of calls
+    # cost seconds to tokenize (IPython reads a cell line by line) and to parse
+    from_json = "\n".join("    " + line for line in inspect.getsource(_from_json).splitlines())
+    return _PROBE.format(encode=encode, build=build_src, from_json=from_json, mime=MIME, name=name,
+                         calls=json.dumps(_to_json(wired)), shared=json.dumps(_to_json(_wire(list(shared), tag))),
+                         many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
 
 
 def _check_literal(obj, depth=0):
@@ -499,6 +577,16 @@ class _Probe:
             raise ProbeError(f"{len(answers)} answers to {len(calls)} calls of {name}")
         return answers
 
+    def map(self, name, n, args, kwargs=None, shared=()):
+        """n calls of `name` in one round trip, on `args` and `kwargs` built once; an argument made with ``rows``
+        gives call j its row j, one made with ``seeds`` a generator seeded with its j-th seed."""
+        nonce = secrets.token_hex(16)
+        text = self._ask(name, probe_code(name, tuple(args), nonce, kwargs=kwargs, shared=shared, n=n), nonce)
+        answers = decode_many(text)
+        if len(answers) != n:
+            raise ProbeError(f"{len(answers)} answers to {n} calls of {name}")
+        return answers
+
 
 class KernelProbe(_Probe):
     """Ask a running kernel through probes.
@@ -510,9 +598,16 @@ class KernelProbe(_Probe):
 
     def __init__(self, client, timeout=60.0):
         super().__init__()
-        self.client, self.timeout = client, float(timeout)
+        self.client, self.timeout, self.waited = client, float(timeout), 0.0     # waited: seconds in the kernel
 
     def _ask(self, name, code, nonce):
+        t0 = time.monotonic()
+        try:
+            return self._ask_kernel(name, code, nonce)
+        finally:
+            self.waited += time.monotonic() - t0
+
+    def _ask_kernel(self, name, code, nonce):
         msg_id = self.client.execute(code, store_history=False, allow_stdin=False)
         answer = None
         while True:

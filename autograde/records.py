@@ -43,6 +43,9 @@ class RunRecord:
     # rule the judge found broken and what the student's function gave back (its type and shape, or the type of
     # what it raised), in the grader's own words
     judged: list = field(default_factory=list)
+    # seconds each judge took, probes and references together, and of them waiting on the kernel:
+    # {cell, seconds, in_kernel}
+    judge_seconds: list = field(default_factory=list)
 
     def to_dict(self):
         return dataclasses.asdict(self)

@@ -14,3 +14,13 @@ def judge_for(assignment: str, grade_id: str):
     from autograde.judges import nb04, nb11
 
     return {"04_speculative_decoder": nb04.JUDGES, "11_real_engines": nb11.JUDGES}.get(assignment, {}).get(grade_id)
+
+
+def warm(assignment: str):
+    """Load what a notebook's judges need ahead of its first judged cell (the grader calls it in a thread while
+    the kernel starts); nothing where the notebook has no judges or its judges need nothing loaded."""
+    from autograde.judges import nb04
+
+    fn = {"04_speculative_decoder": nb04.warm}.get(assignment)
+    if fn is not None:
+        fn()

@@ -41,10 +41,12 @@ def _simulated(rng, alpha, k):
 
 
 def test_acceptance_from_counters(probe, rng):
+    cases = []
     for alpha_true in sorted(float(a) for a in rng.uniform(0.05, 0.95, 5)):
         k = int(rng.integers(1, 9))
-        c = _simulated(rng, alpha_true, k)
-        got = _value(probe(FN, c), "rule: alpha = A / (A + D - a_{k-1}), the maximum-likelihood estimate of notebook 05")
+        cases.append((alpha_true, k, _simulated(rng, alpha_true, k)))
+    for (alpha_true, k, c), answer in zip(cases, probe.many(FN, [((c,), {}) for _, _, c in cases])):
+        got = _value(answer, "rule: alpha = A / (A + D - a_{k-1}), the maximum-likelihood estimate of notebook 05")
         if not (isinstance(got, dict) and set(got) == KEYS and all(_plain_float(got[key]) for key in KEYS - {"position_rates"})
                 and isinstance(got["position_rates"], list) and all(_plain_float(r) for r in got["position_rates"])):
             raise AssertionError("rule: plain floats and a list of plain floats")
@@ -62,15 +64,17 @@ def test_acceptance_from_counters(probe, rng):
 
 
 def test_acceptance_from_counters_edges(probe, rng):
+    cases = []
     for _ in range(30):
         k = int(rng.integers(1, 7))
         per = sorted((int(x) for x in rng.integers(0, 60, k)), reverse=True)
         d = per[0] + int(rng.integers(1, 30))
         t = int(rng.integers(d, d * k + 1))
-        c = {"drafts": d, "draft_tokens": t, "accepted_tokens": sum(per), "accepted_per_position": per}
-        rule = ("rule: rounds that drafted fewer than k (draft tokens < D k) count as rejections; the rate divides by "
-                "the draft tokens")
-        got, want = _value(probe(FN, c), rule), _reference(c)
+        cases.append({"drafts": d, "draft_tokens": t, "accepted_tokens": sum(per), "accepted_per_position": per})
+    rule = ("rule: rounds that drafted fewer than k (draft tokens < D k) count as rejections; the rate divides by "
+            "the draft tokens")
+    for c, answer in zip(cases, probe.many(FN, [((c,), {}) for c in cases])):
+        got, want = _value(answer, rule), _reference(c)
         try:
             ok = abs(float(got["alpha"]) - want["alpha"]) < 1e-12 and abs(float(got["acceptance_rate"]) - want["acceptance_rate"]) < 1e-12
         except (TypeError, KeyError, ValueError):
@@ -88,8 +92,7 @@ def test_acceptance_from_counters_bad_input(probe, rng):
             dict(ok, drafts=per[0] - 1), dict(ok, draft_tokens=d - 1), dict(ok, draft_tokens=3 * d + 1),
             dict(ok, drafts=-d), dict(ok, drafts=d + 0.5), dict(ok, accepted_per_position=[per[0], float(per[1]), 0]),
             dict(ok, drafts=True), dict(ok, accepted_tokens=sum(per) + 1), dict(ok, accepted_per_position=[per[1], per[0], 0])]
-    for bad in bads:
-        kind, value = probe(FN, bad)
+    for kind, value in probe.many(FN, [((bad,), {}) for bad in bads]):
         if kind != "raised" or not isinstance(value, Raised) or not value.is_a("ValueError"):
             raise AssertionError("rule: bad input (not the four keys, counts that are not integers >= 0, D < 1, k < 1, "
                                  "increasing positions or a_0 > D, A not their sum, draft tokens outside [D, D k]) must "
@@ -126,9 +129,9 @@ def _dump(rng, trial):
 
 
 def test_read_spec_counters(probe, rng):
-    for trial in range(40):
-        text, want = _dump(rng, trial)
-        got = _value(probe(PARSER, text), "rule: a dict of plain ints: drafts, draft_tokens, accepted_tokens, accepted_per_position")
+    dumps = [_dump(rng, trial) for trial in range(40)]
+    for (text, want), answer in zip(dumps, probe.many(PARSER, [((text,), {}) for text, _ in dumps])):
+        got = _value(answer, "rule: a dict of plain ints: drafts, draft_tokens, accepted_tokens, accepted_per_position")
         if not (isinstance(got, dict) and set(got) == set(want) and all(type(got[key]) is int for key, _ in COUNTERS)
                 and isinstance(got["accepted_per_position"], list)
                 and all(type(x) is int for x in got["accepted_per_position"])):
@@ -157,8 +160,7 @@ def test_read_spec_counters_bad_input(probe, rng):
                    f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="2"}} 1\n',
             good + f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="1"}} 2\n',
             good + "{broken 1\n"]
-    for bad in bads:
-        kind, value = probe(PARSER, bad)
+    for kind, value in probe.many(PARSER, [((bad,), {}) for bad in bads]):
         if kind != "raised" or not value.is_a("ValueError"):
             raise AssertionError("rule: bad input (not a str, a line that is not a metric, a count that is not a whole "
                                  "number >= 0, a total missing, a gap in the positions) must raise ValueError")
@@ -174,12 +176,15 @@ def _plain_ints(x):
 
 
 def test_vllm_gate_config(probe, rng):
+    cases = []
     for _ in range(200):
         m = int(rng.integers(1, 300))
         batches = sorted({1} | {int(b) for b in rng.integers(1, 400, int(rng.integers(0, 8)))})
         dec = {b: int(rng.choice([0, 0, 1, 2, 3, 4, 8])) for b in batches}
         order = [batches[j] for j in rng.permutation(len(batches))]
-        got = _value(probe(GATE, {b: dec[b] for b in order}, m), "rule: a dict of the two keys, plain ints")
+        cases.append((m, batches, dec, {b: dec[b] for b in order}))
+    for (m, batches, dec, sent), answer in zip(cases, probe.many(GATE, [((sent, m), {}) for m, _, _, sent in cases])):
+        got = _value(answer, "rule: a dict of the two keys, plain ints")
         dense = {B: dec[max(b for b in batches if b <= B)] for B in range(1, m + 1)}
         if max(dense.values()) == 0:
             if got is not None:
@@ -210,8 +215,8 @@ def test_vllm_gate_config_bad_input(probe, rng):
              ({m: k}, m + 1, "decision"), ({1: -k}, m, "decision"), ({1: k}, float(m), "max_num_seqs"),
              ({1: k}, -m, "max_num_seqs"), ({1: k}, 0, "max_num_seqs"), ({1: k}, True, "max_num_seqs"),
              (None, m, "decision"))
-    for decision, max_num_seqs, name in cases:
-        kind, value = probe(GATE, decision, max_num_seqs)
+    answers = probe.many(GATE, [((decision, max_num_seqs), {}) for decision, max_num_seqs, _ in cases])
+    for (decision, max_num_seqs, name), (kind, value) in zip(cases, answers):
         if kind != "raised" or not value.is_a("ValueError"):
             raise AssertionError("rule: bad input (decision empty, not a dict, a batch or k out of range, no batch 1; "
                                  "max_num_seqs not an integer >= 1) must raise ValueError")
@@ -262,10 +267,18 @@ def _metrics(trace):
             float(np.percentile(tpot, 99)), float(out.sum() / span), float(good.sum() / span)]
 
 
-def _trace(probe, rng, n_req):
-    reqs, want = _streams(rng, n_req)
+def _traces(probe, rng):
+    """Traces of drawn streams (1, 2, a few and many requests, ten draws each), asked in one probe: (got, want)."""
+    drawn = [_streams(rng, n_req) for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60)))
+             for _ in range(10)]
+    for (reqs, want), answer in zip(drawn, probe.many(TRACE, [((reqs,), {}) for reqs, _ in drawn])):
+        yield _trace(answer, reqs, want)
+
+
+def _trace(answer, reqs, want):
+    n_req = len(reqs)
     shape = "rule: lists of plain floats (times) and plain ints (tokens)"
-    got = _value(probe(TRACE, reqs), shape)
+    got = _value(answer, shape)
     if not (isinstance(got, dict) and set(got) == set(TRACE_KEYS)
             and all(type(got[key]) is list and len(got[key]) == n_req for key in TRACE_KEYS)
             and all(type(x) is float for key in TRACE_KEYS[:3] for x in got[key])
@@ -275,31 +288,27 @@ def _trace(probe, rng, n_req):
 
 
 def test_trace_from_stream(probe, rng):
-    for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60))):
-        for _ in range(10):
-            got, want = _trace(probe, rng, n_req)
-            if got["arrival"] != want["arrival"]:
-                raise AssertionError("rule: arrival = the time the request was sent")
-            if got["first_token"] != want["first_token"]:
-                raise AssertionError("rule: first_token = the first chunk that carries a token (empty chunks before it "
-                                     "do not count)")
-            if got["finish"] != want["finish"]:
-                raise AssertionError("rule: finish = the last chunk that carries a token (empty chunks after it do not "
-                                     "count)")
+    for got, want in _traces(probe, rng):
+        if got["arrival"] != want["arrival"]:
+            raise AssertionError("rule: arrival = the time the request was sent")
+        if got["first_token"] != want["first_token"]:
+            raise AssertionError("rule: first_token = the first chunk that carries a token (empty chunks before it "
+                                 "do not count)")
+        if got["finish"] != want["finish"]:
+            raise AssertionError("rule: finish = the last chunk that carries a token (empty chunks after it do not "
+                                 "count)")
 
 
 def test_trace_from_stream_tokens(probe, rng):
-    for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60))):
-        for _ in range(10):
-            got, want = _trace(probe, rng, n_req)
-            if got["output_tokens"] != want["output_tokens"]:
-                raise AssertionError("rule: output_tokens = the tokens of all chunks, summed (a chunk may carry several)")
-            try:
-                ok = all(abs(m - w) < 1e-9 for m, w in zip(_metrics(got), _metrics(want)))
-            except (ValueError, ZeroDivisionError, FloatingPointError):
-                ok = False
-            if not ok:
-                raise AssertionError("rule: notebook 10's metrics of the trace")
+    for got, want in _traces(probe, rng):
+        if got["output_tokens"] != want["output_tokens"]:
+            raise AssertionError("rule: output_tokens = the tokens of all chunks, summed (a chunk may carry several)")
+        try:
+            ok = all(abs(m - w) < 1e-9 for m, w in zip(_metrics(got), _metrics(want)))
+        except (ValueError, ZeroDivisionError, FloatingPointError):
+            ok = False
+        if not ok:
+            raise AssertionError("rule: notebook 10's metrics of the trace")
 
 
 def test_trace_from_stream_bad_input(probe, rng):
@@ -311,8 +320,8 @@ def test_trace_from_stream_bad_input(probe, rng):
             [{"sent": s, "chunks": [[a, -1], [b, 3]]}], [{"sent": s, "chunks": [[b, 1], [a, 1]]}],
             [{"sent": b, "chunks": [[a, 1], [b + 1, 1]]}], [{"sent": s, "chunks": [[a, 1], [b, 0]]}],
             [{"sent": s, "chunks": [[a, True], [b, 1]]}], [good, {"sent": s, "chunks": [[a, 0], [b, 0]]}], []]
-    for j in rng.permutation(len(bads)).tolist():
-        kind, value = probe(TRACE, bads[j])
+    order = rng.permutation(len(bads)).tolist()
+    for kind, value in probe.many(TRACE, [((bads[j],), {}) for j in order]):
         if kind != "raised" or not value.is_a("ValueError"):
             raise AssertionError("rule: bad input (not a non-empty list of requests, a malformed chunk, a token count "
                                  "that is not an integer >= 0, a chunk time going back, fewer than 2 tokens) must raise "
