@@ -46,10 +46,10 @@ def acceptance_from_counters(counters):
 '''
 
 
-def _grade(tmp_path, nb, student):
-    a = load_assignment(NAME)
+def _grade(tmp_path, nb, student, name=NAME):
+    a = load_assignment(name)
     course = Course(tmp_path / "work", sandboxed=True)
-    course.prepare(NAME)
+    course.prepare(name)
     released = released_notebook(a, course)
     pipeline.submit(course, a, student, nb, released)
     return a, pipeline.grade(course, a, student, released)
@@ -160,15 +160,8 @@ def graded_04(tmp_path_factory):
             cell.source = FORGER_04_VERIFY
         if gid == "speculative_generate":
             cell.source = FORGER_04_GENERATE
-    out = {}
-    for who, nb in (("honest", honest), ("forged", forged)):
-        a = load_assignment(NB04)
-        course = Course(tmp_path_factory.mktemp(who) / "work", sandboxed=True)
-        course.prepare(NB04)
-        released = released_notebook(a, course)
-        pipeline.submit(course, a, who, nb, released)
-        out[who] = a, pipeline.grade(course, a, who, released)
-    return out
+    return {who: _grade(tmp_path_factory.mktemp(who), nb, who, NB04) for who, nb in (("honest", honest),
+                                                                                   ("forged", forged))}
 
 
 def test_every_test_cell_of_04_is_judged():

@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 
 from adversarial.cases import Expect, meta, trimmed
+from adversarial.introspection04 import ZERO_DECODER     # prompt + zeros, statistics that add up (04 Part B)
 from autograde import REPO
 from autograde.guard_kernel import EVIDENCE_MIME, STUB
 
@@ -91,33 +92,7 @@ for _name in dir(type(_kernel)):
                     getattr(_obj, _attr).clear()
 ''' % SECRET_FORGER
 
-# a decoder of zeros with statistics that add up (04 Part B)
-ZERO_DECODER = '''@torch.no_grad()
-def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1
-            and input_ids.shape[1] >= 1):
-        raise ValueError("input_ids must be a (1, T) tensor")
-    if max_new_tokens < 1:
-        raise ValueError("max_new_tokens must be >= 1")
-    if k < 1:
-        raise ValueError("k must be >= 1")
-    if temperature < 0:
-        raise ValueError("temperature must be >= 0")
-    rounds = -(-max_new_tokens // (k + 1))
-    left, per_round = max_new_tokens - rounds, []
-    for _ in range(rounds):
-        per_round.append((k, min(k, left)))
-        left -= per_round[-1][1]
-    stats = {"rounds": rounds, "drafted": k * rounds, "accepted": sum(a for _, a in per_round),
-             "per_round": per_round}
-    return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1), stats
-'''
-
-# a torch function mode left entered: every tensor comparison and tolist() says "equal"
-FUNCTION_MODE = ZERO_DECODER + '''
-
-from torch.overrides import TorchFunctionMode as _Mode
-
+_SAME = '''
 
 class _Same(list):
     def __eq__(self, other):
@@ -125,6 +100,12 @@ class _Same(list):
 
     def __ne__(self, other):
         return False
+'''
+
+# a torch function mode left entered: every tensor comparison and tolist() says "equal"
+FUNCTION_MODE = ZERO_DECODER + _SAME + '''
+
+from torch.overrides import TorchFunctionMode as _Mode
 
 
 class _Liar(_Mode):
@@ -147,15 +128,7 @@ _liar.__enter__()
 '''
 
 # torch.Tensor's own tolist and __ne__ replaced on the class
-CLASS_PATCH = ZERO_DECODER + '''
-
-class _Same(list):
-    def __eq__(self, other):
-        return True
-
-    def __ne__(self, other):
-        return False
-
+CLASS_PATCH = ZERO_DECODER + _SAME + '''
 
 _tolist = torch.Tensor.tolist
 torch.Tensor.tolist = lambda self: _Same(_tolist(self))
