@@ -30,7 +30,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, List, Unicode
 
 from autograde import REPO, sandbox, scan
-from autograde.assignment import HIDDEN_BEGIN, is_locked_cell, is_test_cell, nbgrader_meta, sha256
+from autograde.assignment import HIDDEN_BEGIN, RULE_PREFIX, is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
 from autograde.judges import judge_for
 from autograde.judges import warm as warm_judges
@@ -343,7 +343,7 @@ class SandboxedExecute(Execute):
             client.stop_channels()
             self._record.judge_seconds.append({"cell": index, "seconds": round(time.monotonic() - t0, 3),
                                                "in_kernel": round(probe.waited if probe else 0.0, 3)})
-        rule = evalue[len("rule: "):] if evalue.startswith("rule: ") else ""
+        rule = evalue[len(RULE_PREFIX):] if evalue.startswith(RULE_PREFIX) else ""
         self._record.judged.append({"cell": index, "rule": rule[:ERROR_TEXT_CHARS], "came_back": came_back})
         err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]

@@ -23,9 +23,11 @@ function raised as its type name and message.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -57,16 +59,37 @@ class Broken(AssertionError):
         self.came_back = came_back
 
 
+def value_of(answer, rule):
+    """The value that came back, or `rule` broken, with what was raised instead."""
+    kind, value = answer
+    if kind != "value":
+        raise Broken(rule, describe(answer))
+    return value
+
+
+def value_errors(answers, names, raises, named):
+    """Bad input, the judges' one idiom: each answer must be a ValueError (else the rule `raises` is broken) whose
+    message names its argument, ``names[j]``: a name, or a tuple of names any of which will do (else `named`)."""
+    for answer, name in zip(answers, names, strict=True):
+        kind, value = answer
+        if kind != "raised" or not value.is_a("ValueError"):
+            raise Broken(raises, describe(answer))
+        if not any(re.search(rf"\b{n}\b", value.message) for n in ((name,) if isinstance(name, str) else name)):
+            raise Broken(named)
+
+
 def describe(answer) -> str:
     """What came back from one probe, in a few words: "raised TypeError", "returned None", "returned a dict of 3
     keys", "returned a torch int64 tensor of shape (1, 40)". Never the values: only the kind of answer."""
     kind, value = answer
     if kind == "raised":
         return f"raised {value.type}"
-    return "returned " + _kind_of(value)
+    return "returned " + kind_of(value)
 
 
-def _kind_of(v):
+def kind_of(v):
+    """A value that came back, by its kind alone: "None", "a float", "a list of 3 (a int)", "a torch int64 tensor of
+    shape (2,)"."""
     if v is None or isinstance(v, bool):
         return repr(v)
     if isinstance(v, Tensor):
@@ -74,7 +97,7 @@ def _kind_of(v):
     if isinstance(v, Other):
         return f"an object of type {v.type}"
     if isinstance(v, (list, tuple)):
-        inner = sorted({_kind_of(x).split(" of ")[0] for x in v})[:3]
+        inner = sorted({kind_of(x).split(" of ")[0] for x in v})[:3]
         return f"a {type(v).__name__} of {len(v)}" + (f" ({', '.join(inner)})" if inner else "")
     if isinstance(v, dict):
         return f"a dict of {len(v)} keys"
@@ -169,11 +192,6 @@ def seeds(values):
     return Build("seeds", ([int(v) for v in values],))
 
 
-def shared(i: int):
-    """The i-th of `many`'s shared arguments (sent once, built once)."""
-    return Build("shared", (int(i),))
-
-
 def tiny_llama(**kwargs):
     return Build("tiny_llama", (dict(kwargs),))
 
@@ -229,8 +247,6 @@ def _build(x, tag, names, memo, counts):
         return memo[key]
     if kind == "name":
         out = names[a[0]]
-    elif kind == "shared":
-        out = _build(memo["__shared__"][a[0]], tag, names, memo, counts)
     elif kind == "tiny_llama":
         from specdec.core.decoding import tiny_llama as _tiny
         out = _tiny(**a[0])
@@ -274,17 +290,31 @@ def _build(x, tag, names, memo, counts):
     return out
 
 
-def _to_json(x):
-    """Plain data as JSON-able nodes (judge side): tuples, dicts (any keys) and bytes tagged, as answers are."""
-    if type(x) is list:
-        return [_to_json(v) for v in x]
-    if type(x) is tuple:
-        return {"t": "tuple", "items": [_to_json(v) for v in x]}
-    if type(x) is dict:
-        return {"t": "dict", "items": [[_to_json(k), _to_json(v)] for k, v in x.items()]}
+def _to_json(x, tag, depth=0):
+    """What a probe sends, as JSON nodes, in one walk (judge side): plain data passes (tuples, dicts with any keys
+    and bytes tagged, as answers are), a ``Build`` becomes a tuple tagged with `tag`, and anything else is refused
+    (ValueError naming args): nothing but data crosses into the kernel."""
+    if depth > MAX_DEPTH:
+        raise ValueError("args: nested too deep")
+    if x is None or type(x) in (bool, int, str):
+        return x
+    if type(x) is float:
+        if not math.isfinite(x):
+            raise ValueError(f"args: floats must be finite to be sent, got {x!r}")
+        return x
     if type(x) is bytes:
         return {"t": "bytes", "hex": x.hex()}
-    return x
+    if isinstance(x, Build):
+        if not (type(x.kind) is str and x.kind.isidentifier() and type(x.args) is tuple):
+            raise ValueError(f"args: a malformed Build {x!r}")
+        return {"t": "tuple", "items": [tag, x.kind] + [_to_json(v, tag, depth + 1) for v in x.args]}
+    if type(x) is list:
+        return [_to_json(v, tag, depth + 1) for v in x]
+    if type(x) is tuple:
+        return {"t": "tuple", "items": [_to_json(v, tag, depth + 1) for v in x]}
+    if type(x) is dict:
+        return {"t": "dict", "items": [[_to_json(k, tag, depth + 1), _to_json(v, tag, depth + 1)] for k, v in x.items()]}
+    raise ValueError(f"args: only plain data is sent to the kernel, got {type(x).__name__}")
 
 
 def _from_json(x):
@@ -301,34 +331,18 @@ def _from_json(x):
     return x
 
 
-def _wire(x, tag):
-    """Build objects as tagged tuples (judge side, before the literal is written)."""
-    if isinstance(x, Build):
-        return (tag, x.kind) + tuple(_wire(v, tag) for v in x.args)
-    if type(x) is list:
-        return [_wire(v, tag) for v in x]
-    if type(x) is tuple:
-        return tuple(_wire(v, tag) for v in x)
-    if type(x) is dict:
-        return {k: _wire(v, tag) for k, v in x.items()}
-    return x
-
-
 def build(x, names, memo=None, counts=None):
     """The judge's own copy of an argument (its models from its own copies of the notebook's objects, `names`)."""
     tag = "judge-" + secrets.token_hex(8)
     memo = {} if memo is None else memo
-    return _build(_wire(x, tag), tag, names, memo, {} if counts is None else counts)
+    return _build(_from_json(_to_json(x, tag)), tag, names, memo, {} if counts is None else counts)
 
 
 _PROBE = '''
-def _ag_probe(_ag_name, _ag_calls, _ag_shared, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
+def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
     import json as _j, sys as _s
-{encode}
-{build}
-{from_json}
-    _ag_calls, _ag_shared = _from_json(_j.loads(_ag_calls)), _from_json(_j.loads(_ag_shared))
-    _ag_memo, _ag_counts = {{"__shared__": _ag_shared}}, {{}}
+{functions}
+    _ag_calls, _ag_memo, _ag_counts = _from_json(_j.loads(_ag_calls)), {{}}, {{}}
 
     def _ag_raised(_ag_e):
         return {{"raised": {{"type": type(_ag_e).__name__, "bases": [b.__name__ for b in type(_ag_e).__mro__[1:]],
@@ -382,60 +396,34 @@ def _ag_probe(_ag_name, _ag_calls, _ag_shared, _ag_many, _ag_nonce, _ag_tag, _ag
         for _ag_undo in _ag_memo.get("__undo__", []):
             _ag_undo()
     _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_doc)}}, raw=True)
-_ag_probe({name!r}, {calls!r}, {shared!r}, {many!r}, {nonce!r}, {tag!r}, {limit})
+_ag_probe({name!r}, {calls!r}, {many!r}, {nonce!r}, {tag!r}, {limit})
 del _ag_probe
 '''
 
 
-def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, shared=(), n=None) -> str:
-    """The code a probe runs in the student's kernel: call `name` on `args` (and `kwargs`), or on each of `calls`
-    (a list of (args, kwargs) pairs, answered together), and display the answer under MIME.
+@functools.lru_cache(maxsize=1)
+def _kernel_functions():
+    """The source of the functions a probe runs in the kernel (_encode, _build, _from_json), indented into it."""
+    return "\n".join("    " + line for fn in (_encode, _build, _from_json) for line in inspect.getsource(fn).splitlines())
+
+
+def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=None) -> str:
+    """The code a probe runs in the student's kernel: call `name` on `args` (and `kwargs`); or on each of `calls`
+    (a list of (args, kwargs) pairs); or `n` times on `args`, mapped over their ``rows`` and ``seeds``; and display
+    the answer under MIME.
 
     Arguments must be plain data (None, bools, ints, finite floats, strings, bytes, lists, tuples and dicts of
-    them) or ``Build`` objects (tensors, generators, the notebook's objects by name, model recipes): they are
-    written into the code as a Python literal, so nothing but data crosses into the kernel. `shared` arguments
-    are sent once and referred to with ``shared(i)``."""
+    them) or ``Build`` objects (tensors, generators, the notebook's objects by name, model recipes). They travel as
+    one JSON string the kernel parses (written out as Python source, thousands of calls cost seconds to tokenize,
+    IPython reading a cell line by line, and to parse), so nothing but data crosses into the kernel. A recipe
+    repeated across calls is built once per probe."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
     many = True if calls is not None else (int(n) if n else False)      # many calls; n calls mapped over rows
-    calls = list(calls) if calls is not None else [(tuple(args), dict(kwargs or {}))]
-    _check_literal([calls, list(shared)])
+    calls = [(tuple(a), dict(k)) for a, k in calls] if calls is not None else [(tuple(args), dict(kwargs or {}))]
     tag = "ag-build-" + secrets.token_hex(8)
-    wired = [(_wire(tuple(a), tag), _wire(dict(k), tag)) for a, k in calls]
-    encode = "\n".join("    " + line for line in inspect.getsource(_encode).splitlines())
-    build_src = "\n".join("    " + line for line in inspect.getsource(_build).splitlines())
-    # the arguments travel as one JSON string the kernel parses: written out as Python source, thousands of calls
-    # cost seconds to tokenize (IPython reads a cell line by line) and to parse
-    from_json = "\n".join("    " + line for line in inspect.getsource(_from_json).splitlines())
-    return _PROBE.format(encode=encode, build=build_src, from_json=from_json, mime=MIME, name=name,
-                         calls=json.dumps(_to_json(wired)), shared=json.dumps(_to_json(_wire(list(shared), tag))),
-                         many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
-
-
-def _check_literal(obj, depth=0):
-    if depth > MAX_DEPTH:
-        raise ValueError("args: nested too deep")
-    if obj is None or type(obj) in (bool, int, str, bytes):
-        return
-    if isinstance(obj, Build):
-        if not (type(obj.kind) is str and obj.kind.isidentifier() and type(obj.args) is tuple):
-            raise ValueError(f"args: a malformed Build {obj!r}")
-        _check_literal(obj.args, depth + 1)
-        return
-    if type(obj) is float:
-        if not math.isfinite(obj):
-            raise ValueError(f"args: floats must be finite to be sent as a literal, got {obj!r}")
-        return
-    if type(obj) in (list, tuple):
-        for x in obj:
-            _check_literal(x, depth + 1)
-        return
-    if type(obj) is dict:
-        for k, v in obj.items():
-            _check_literal(k, depth + 1)
-            _check_literal(v, depth + 1)
-        return
-    raise ValueError(f"args: only plain data is sent to the kernel, got {type(obj).__name__}")
+    return _PROBE.format(functions=_kernel_functions(), mime=MIME, name=name,
+                         calls=json.dumps(_to_json(calls, tag, 1)), many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
 
 
 # ------------------------------------------------------------------------------------------ judge side
@@ -453,9 +441,8 @@ def decode_many(text):
     return [_one(dict(a, nonce=doc["nonce"]), budget) for a in doc["answers"]]
 
 
-def observed(text):
+def _observed(doc):
     """The counts a probe of one call reported (``counted`` arguments), as {label: int}; {} when none."""
-    doc = _document(text, ("value", "raised"))
     seen = doc.get("observed", {})
     if not (isinstance(seen, dict) and len(seen) < 64 and all(
             isinstance(k, str) and len(k) < 200 and type(v) is int and 0 <= v < 2**63 for k, v in seen.items())):
@@ -554,35 +541,33 @@ def _has_shape(values, shape):
 
 class _Probe:
     """``probe(name, *args, **kwargs)`` -> ("value", v) or ("raised", Raised), and ``probe.observed``: the counts
-    that call reported; ``probe.many(name, calls, shared=())`` -> one answer per (args, kwargs) of `calls`, asked
-    in one round trip. Subclasses say how a probe's code reaches the kernel and its answer comes back (``_ask``)."""
+    that call reported; ``probe.many(name, calls)`` -> one answer per (args, kwargs) of `calls`, asked in one round
+    trip; ``probe.map(name, n, args, kwargs)`` -> n answers, mapped over ``rows`` and ``seeds``. Subclasses say how a probe's code reaches the kernel and its answer comes back (``_ask``)."""
 
     def __init__(self):
         self.calls, self.observed = 0, {}
 
     def __call__(self, name, *args, **kwargs):
         nonce = secrets.token_hex(16)
-        text = self._ask(name, probe_code(name, args, nonce, kwargs=kwargs), nonce)
-        self.observed = observed(text)
-        return decode(text)
+        doc = _document(self._ask(name, probe_code(name, args, nonce, kwargs=kwargs), nonce), ("value", "raised"))
+        self.observed = _observed(doc)
+        return _one(doc)
 
-    def many(self, name, calls, shared=()):
-        calls = [(tuple(a), dict(k)) for a, k in calls]
+    def many(self, name, calls):
+        calls = list(calls)
         if not calls:
             return []
         nonce = secrets.token_hex(16)
-        text = self._ask(name, probe_code(name, (), nonce, calls=calls, shared=shared), nonce)
-        answers = decode_many(text)
-        if len(answers) != len(calls):
-            raise ProbeError(f"{len(answers)} answers to {len(calls)} calls of {name}")
-        return answers
+        return self._answers(name, probe_code(name, (), nonce, calls=calls), nonce, len(calls))
 
-    def map(self, name, n, args, kwargs=None, shared=()):
+    def map(self, name, n, args, kwargs=None):
         """n calls of `name` in one round trip, on `args` and `kwargs` built once; an argument made with ``rows``
         gives call j its row j, one made with ``seeds`` a generator seeded with its j-th seed."""
         nonce = secrets.token_hex(16)
-        text = self._ask(name, probe_code(name, tuple(args), nonce, kwargs=kwargs, shared=shared, n=n), nonce)
-        answers = decode_many(text)
+        return self._answers(name, probe_code(name, tuple(args), nonce, kwargs=kwargs, n=n), nonce, n)
+
+    def _answers(self, name, code, nonce, n):
+        answers = decode_many(self._ask(name, code, nonce))
         if len(answers) != n:
             raise ProbeError(f"{len(answers)} answers to {n} calls of {name}")
         return answers

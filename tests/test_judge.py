@@ -63,7 +63,9 @@ def test_answers_are_bounded():
 
 def test_only_plain_data_crosses_into_the_kernel():
     code = judge.probe_code("f", ({"a": [1, 2.5]}, "s"), "abc")
-    assert "'abc'" in code and json.loads(code.split("_ag_probe('f', ")[1].split("', '")[0][1:]) == \
+    call = next(node.value for node in ast.parse(code).body if isinstance(node, ast.Expr))       # _ag_probe(...)
+    sent = [ast.literal_eval(arg) for arg in call.args]
+    assert sent[0] == "f" and "abc" in sent and json.loads(sent[1]) == \
         [{"t": "tuple", "items": [{"t": "tuple", "items": [{"t": "dict", "items": [["a", [1, 2.5]]]}, "s"]},
                                   {"t": "dict", "items": []}]}]
     ns = {"f": lambda d, s: (sorted(d), s, b"x", {1: (2,)})}

@@ -46,6 +46,16 @@ def acceptance_from_counters(counters):
 '''
 
 
+def _solution(name, **answers):
+    """The solution notebook, each named answer cell's source replaced by answers[grade_id](its source)."""
+    nb = nbformat.read(str(source_notebook(name)), as_version=4)
+    for cell in nb.cells:
+        change = answers.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+        if change is not None and cell.metadata["nbgrader"].get("solution"):
+            cell.source = change(cell.source)
+    return nb
+
+
 def _grade(tmp_path, nb, student, name=NAME):
     a = load_assignment(name)
     course = Course(tmp_path / "work", sandboxed=True)
@@ -59,13 +69,9 @@ def _grade(tmp_path, nb, student, name=NAME):
 def graded(tmp_path_factory):
     ok, why = sandbox.bwrap_status()
     assert ok, f"grading through the judge is tested in the sandbox: {why}"
-    honest = nbformat.read(str(source_notebook(NAME)), as_version=4)
-    forged = nbformat.read(str(source_notebook(NAME)), as_version=4)
-    cell = next(c for c in forged.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")
-    cell.source = FORGER
-    seeded = nbformat.read(str(source_notebook(NAME)), as_version=4)
-    cell = next(c for c in seeded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")
-    cell.source = _seed_reader(cell.source)
+    honest = _solution(NAME)
+    forged = _solution(NAME, acceptance_from_counters=lambda _: FORGER)
+    seeded = _solution(NAME, acceptance_from_counters=_seed_reader)
     return {"honest": _grade(tmp_path_factory.mktemp("honest"), honest, "honest"),
             "forged": _grade(tmp_path_factory.mktemp("forged"), forged, "forged"),
             "seeded": _grade(tmp_path_factory.mktemp("seeded"), seeded, "seeded")}
@@ -152,14 +158,8 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
 def graded_04(tmp_path_factory):
     ok, why = sandbox.bwrap_status()
     assert ok, f"grading through the judge is tested in the sandbox: {why}"
-    honest = nbformat.read(str(source_notebook(NB04)), as_version=4)
-    forged = nbformat.read(str(source_notebook(NB04)), as_version=4)
-    for cell in forged.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid == "verify":
-            cell.source = FORGER_04_VERIFY
-        if gid == "speculative_generate":
-            cell.source = FORGER_04_GENERATE
+    honest = _solution(NB04)
+    forged = _solution(NB04, verify=lambda _: FORGER_04_VERIFY, speculative_generate=lambda _: FORGER_04_GENERATE)
     return {who: _grade(tmp_path_factory.mktemp(who), nb, who, NB04) for who, nb in (("honest", honest),
                                                                                    ("forged", forged))}
 
