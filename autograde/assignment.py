@@ -80,8 +80,19 @@ class TestCell:
         return lines[n - 1].strip() if 1 <= n <= len(lines) else ""
 
     @property
+    def judge(self):
+        """(judge module, function) where the hidden block names the judge that decides this cell outside the
+        student's process (autograde/judges), else None."""
+        from autograde.judges import marked
+        return marked(self.source)
+
+    @property
     def rules(self):
-        """The rule labels the hidden block states: its string literals that begin with "rule: " (without it)."""
+        """The rule labels the hidden block states: its string literals that begin with "rule: " (without it); for
+        a judged cell, the labels its judge can raise."""
+        if self.judge:
+            from autograde.judges import rules_of
+            return rules_of(*self.judge)
         tree = self._tree()
         if tree is None:
             return []

@@ -101,8 +101,11 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
                 f"signatures as given, and make sure every cell above runs without an error.")
     elif outcome.region == "hidden" and outcome.rule:
         # the exception's type only: its message is the student's code's, and could carry the hidden inputs
-        raised = (f" On that input your code raised {outcome.ename} (where the rule wants an answer)."
-                  if outcome.ename not in ("AssertionError", "Exception") else "")
+        raised = ""
+        if outcome.ename not in ("AssertionError", "Exception"):
+            raised = (f" On that input the test's own check raised {outcome.ename} on what your function gave back: "
+                      f"look at what it returns there (its type, None)." if outcome.by_test else
+                      f" On that input your code raised {outcome.ename} (where the rule wants an answer).")
         if outcome.came_back:           # a judge outside the kernel saw what came back: say that, nothing else
             raised = f" On an input drawn for this run, your function {outcome.came_back}."
         hint = (f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "

@@ -138,6 +138,31 @@ def _failing_line(exc):
     return line
 
 
+BY_TEST = " (raised by the test's own code)"     # after the line in a failed test's traceback (see _raised_by_test)
+
+
+def _raised_by_test(exc, student_files=None):
+    """True where no code of the student's ran between the test cell's last frame and the raise: the test's own
+    code raised on what came back (`float(None)`), so a hint must not say the learner's code raised it. A frame
+    is the student's when its file is one of their cells (`student_files`, the audit's), or, without that list,
+    when it is neither the standard library's nor a package's."""
+    tb, after = exc.__traceback__, None
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name == "<test-cell>":
+            after = []
+        elif after is not None:
+            after.append(name)
+        tb = tb.tb_next
+    if after is None:
+        return False
+    for name in after:
+        if (name in student_files) if student_files is not None else \
+                (not _is_stdlib(name) and "-packages" + os.sep not in name):
+            return False
+    return True
+
+
 def _split(code):
     """(visible part, hidden part or None); the hidden part keeps its line numbers."""
     lines = code.splitlines(keepends=True)
@@ -550,17 +575,20 @@ class Failure(tuple):
     evalue is the message for people; the grader's verdict reads `rebound`, which the kernel sends beside the
     message (error_content), so that rewording the message changes no verdict."""
 
-    def __new__(cls, ename, evalue, line, rebound=()):
+    def __new__(cls, ename, evalue, line, rebound=(), by_test=False):
         failure = tuple.__new__(cls, (ename, evalue, line))
         failure.rebound = _list(rebound)
+        failure.by_test = by_test is True
         return failure
 
 
 def error_content(failure):
     """The content of the kernel's error message for a failed test: the error as Jupyter shows it (the
-    traceback names the test cell's line) and the structured REBOUND_FIELD (autograde.executor keeps it)."""
+    traceback names the test cell's line, and BY_TEST after it where the test's own code raised) and the
+    structured REBOUND_FIELD (autograde.executor keeps it)."""
     ename, evalue, line = failure
-    return {"ename": ename, "evalue": evalue, "traceback": [f"autograde: test cell line {line}", f"{ename}: {evalue}"],
+    where = f"autograde: test cell line {line}" + (BY_TEST if getattr(failure, "by_test", False) is True else "")
+    return {"ename": ename, "evalue": evalue, "traceback": [where, f"{ename}: {evalue}"],
             REBOUND_FIELD: _list(getattr(failure, "rebound", ()))}
 
 
@@ -606,7 +634,8 @@ def run_test_cell(code, namespace, locked=None, audit=None):
         for part in parts[1:]:
             _exec(part, ns)
     except _BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt on timeout, SystemExit too)
-        failure = Failure(_type(exc).__name__, _safe_text(exc), _failing_line(exc))
+        failure = Failure(_type(exc).__name__, _safe_text(exc), _failing_line(exc),
+                          by_test=_raised_by_test(exc, None if audit is None else audit.student_files))
     for name, value in defined.items():
         if name not in BUILTIN_NAMES or name not in used:
             namespace[name] = value

@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass
 
 from autograde.assignment import RULE_PREFIX, is_test_cell, nbgrader_meta
+from autograde.guard_kernel import BY_TEST
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
 UNDEFINED = re.compile(r"name '(\w+)' is not defined")
@@ -33,6 +34,7 @@ class Outcome:
     rebound: str = ""              # what a student's cell rebound that a locked cell defines (the guard says)
     rule: str = ""                 # the label of the hidden rule that failed (from the test's own source)
     came_back: str = ""            # a judged test: what the student's function gave back (the grader's words)
+    by_test: bool = False          # the test's own code raised on what came back (the guard says; wording only)
 
     @property
     def passed(self):
@@ -87,11 +89,11 @@ def outcomes(executed_nb, assignment, record):
             continue
         err = errors[0]
         ename = err.get("ename", "")
-        line = 0
+        line, by_test = 0, False
         for text in err.get("traceback", []):
             m = TEST_LINE.search(text)
             if m:
-                line = int(m.group(1))
+                line, by_test = int(m.group(1)), BY_TEST in text
                 break
         region = ""
         if line:
@@ -119,7 +121,8 @@ def outcomes(executed_nb, assignment, record):
                     f"or take it as an argument")
         result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
                                         line=line, region=region, evalue=evalue[:500], note=note,
-                                        rebound=rebound, rule=rule, came_back=came_back)
+                                        rebound=rebound, rule=rule, came_back=came_back,
+                                        by_test=by_test and not came_back)
     return result
 
 

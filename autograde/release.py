@@ -41,6 +41,9 @@ def release(names=None, release_dir=None, db_url=None, given=True, force=False, 
     if early and not force:
         raise EarlyReleaseError(f"not released: {describe_early(early, policy)}. Learners would get those answers "
                                 f"before the deadline; release it after that, or pass --force to release it anyway")
+    out_of_step = judges_out_of_step(names)
+    if out_of_step:
+        raise ValueError("the test cells and their judges (autograde/judges) are out of step: " + "; ".join(out_of_step))
     for name, origin, closes in early:
         print(f"warning: releasing {name} while {origin} is open until {closes:%Y-%m-%d %H:%M} UTC (--force)")
     if given:
@@ -65,6 +68,16 @@ def release(names=None, release_dir=None, db_url=None, given=True, force=False, 
         if due is not None:
             print(f"{name}: due {due:%Y-%m-%d %H:%M} UTC in the gradebook ({policy.path.name})")
     return names
+
+
+def judges_out_of_step(names):
+    """Where a notebook's judged test cells and its judge module (autograde/judges) disagree, "name: problem" each:
+    the release refuses them, so a test cell never ships naming a judge that does not decide it."""
+    import nbformat
+    from autograde.assignment import source_notebook
+    from autograde.judges import out_of_step
+    return [f"{name}: {problem}" for name in names
+            for problem in out_of_step(name, nbformat.read(str(source_notebook(name)), as_version=4).cells)]
 
 
 def copy_notebook_folder(src_dir, dest_dir):

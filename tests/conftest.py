@@ -25,7 +25,6 @@ MODULE_MARKS = {
     "test_browser": ("browser", "notebooks"),
     "test_classroom": ("e2e", "notebooks"),
     "test_wrong_implementations": ("slow",),
-    "test_judge_wrong": ("slow",),
 }
 
 

@@ -206,3 +206,48 @@ def test_what_came_back_is_described_by_its_kind_never_its_values(answer, said):
     assert describe(("raised", Raised("TypeError", ("Exception",), "secret 12345"))) == "raised TypeError"
     assert describe(("value", Tensor("torch", "int64", (1, 3), [[7, 8, 9]]))) == \
         "returned a torch int64 tensor of shape (1, 3)"
+
+
+G_SOURCE = '''"""g: the identity."""
+assert g(0) == 0
+### BEGIN HIDDEN TESTS
+assert abs(float(g(3)) - 3.0) < 1e-12, "rule: other inputs: g is the identity"
+### END HIDDEN TESTS
+'''
+
+
+def _hint_when(student):
+    """The guard runs G_SOURCE in-process after the student's cell; its error content goes into the notebook as the
+    kernel sends it; (outcome, hint)."""
+    locked = guard_kernel.LockedBindings(packages=("specdec",))
+    ns = {"__builtins__": builtins}
+    exec(compile(student, "<student>", "exec"), ns)
+    failure = guard_kernel.run_test_cell(G_SOURCE, ns, locked)
+    content = guard_kernel.error_content(failure)
+    cell = nbformat.v4.new_code_cell(G_SOURCE)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_g", "locked": True, "points": 1, "solution": False}
+    cell.outputs = [nbformat.v4.new_output("error", ename=content["ename"], evalue=content["evalue"],
+                                           traceback=content["traceback"])]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [cell]
+    test = TestCell("test_g", 1.0, G_SOURCE)
+    out = outcomes(nb, Assignment("99_g", "99_g", [Part("Part A", "g", [test], ["g"])], ["g"]), RunRecord())["test_g"]
+    return failure, out, explain(test, out).hint
+
+
+def test_a_hint_never_says_the_learners_code_raised_what_the_tests_own_code_raised():
+    """g returns None where the rule wants a number: the TypeError is the test's own `float(None)`, and the hint
+    says so; where g's own code raises, the hint says g raised it. The guard tells them apart by the frames after
+    the test cell's (none of the student's), and says it beside the line in the traceback."""
+    failure, out, hint = _hint_when("def g(x):\n    return None if x == 3 else x\n")
+    assert failure[0] == "TypeError" and failure.by_test, failure
+    assert (out.region, out.rule, out.by_test) == ("hidden", "other inputs: g is the identity", True), out
+    assert "the test's own check raised TypeError on what your function gave back" in hint, hint
+    assert "your code raised" not in hint, hint
+    failure, out, hint = _hint_when("def g(x):\n    return x + 'a' if x == 3 else x\n")
+    assert failure[0] == "TypeError" and not failure.by_test and not out.by_test, failure
+    assert "On that input your code raised TypeError" in hint, hint
+    failure, out, hint = _hint_when("import math\ndef g(x):\n    return math.sqrt(-x) if x == 3 else x\n")
+    assert failure[0] == "ValueError" and not failure.by_test, failure     # raised in a C function g called
+    failure, out, hint = _hint_when("def g(x):\n    return 'three' if x == 3 else x\n")
+    assert failure[0] == "ValueError" and failure.by_test and "own check raised ValueError" in hint, hint

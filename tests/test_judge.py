@@ -213,3 +213,61 @@ def test_every_rule_a_judge_raises_is_in_the_contract(module):
     assert len(rules) > 8
     missing = sorted(r for r in rules if f"`{r}`" not in contract)
     assert not missing, missing
+
+
+def test_every_judged_cell_names_its_judge_and_every_judge_has_its_cell():
+    """The freshness test: the judged notebooks' test cells and their judge modules are in step (a judged cell's
+    hidden block is the one line naming its own judge, a cell without a judge keeps its test code, each judge has a
+    cell), and no other notebook names a judge; the release step refuses a notebook where they are not."""
+    import importlib
+
+    import nbformat
+
+    from autograde import assignments
+    from autograde.assignment import source_notebook
+    from autograde.judges import MARK, modules, out_of_step
+    from autograde.release import judges_out_of_step
+    assert judges_out_of_step(assignments()) == []
+    for name, module in modules().items():
+        judges = importlib.import_module(f"autograde.judges.{module}").JUDGES
+        nb = nbformat.read(str(source_notebook(name)), as_version=4)
+        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
+        at = next(i for i, c in enumerate(cells) if c.metadata["nbgrader"]["grade_id"] in judges)
+        gid = cells[at].metadata["nbgrader"]["grade_id"]
+        must = f"{gid}: its hidden block must be the one line \"{MARK.format(module=module, function=gid)}\""
+        renamed = nbformat.from_dict(cells[at])
+        renamed.source = cells[at].source.replace(f".{module}.{gid}", f".{module}.test_nothing")
+        assert out_of_step(name, cells[:at] + [renamed] + cells[at + 1:]) == [must]
+        code = nbformat.from_dict(cells[at])
+        code.source = cells[at].source.replace("### END HIDDEN TESTS", "assert True\n### END HIDDEN TESTS")
+        assert out_of_step(name, cells[:at] + [code] + cells[at + 1:]) == [must]
+        assert out_of_step(name, cells[:at] + cells[at + 1:]) == [
+            f"{gid}: autograde.judges.{module} judges a test cell the notebook does not have"]
+        unjudged = [i for i, c in enumerate(cells) if c.metadata["nbgrader"]["grade_id"] not in judges]
+        if unjudged:                                    # the per-cell switch: a cell without a judge names none
+            other = nbformat.from_dict(cells[unjudged[0]])
+            other.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module=module, function="x") + \
+                "\n### END HIDDEN TESTS"
+            other_id = other.metadata["nbgrader"]["grade_id"]
+            assert out_of_step(name, cells[:unjudged[0]] + [other] + cells[unjudged[0] + 1:]) == [
+                f"{other_id}: names a judge, but autograde.judges.{module} has none for it"]
+    assert modules()["10_batches_and_servers"] == "nb10"     # 10 has judges for some cells and test code in others
+    other = nbformat.read(str(source_notebook("05_acceptance_in_practice")), as_version=4)
+    test = next(c for c in other.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
+    test = nbformat.from_dict(test)
+    test.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module="nb04", function="x") + "\n### END HIDDEN TESTS"
+    assert out_of_step("05_acceptance_in_practice", [test])[0].endswith("but 05_acceptance_in_practice has no judge module")
+
+
+def test_a_judged_cells_rules_are_its_judges_in_order():
+    """The contract's rules of a judged cell are read from its judge: the labels of the judge function and of the
+    module's helpers and constants it names, in source order."""
+    from autograde.assignment import load_assignment
+    from autograde.judges import rules_of
+    test = next(t for t in load_assignment("11_real_engines").tests if t.grade_id == "test_acceptance_from_counters_edges")
+    assert test.judge == ("nb11", "test_acceptance_from_counters_edges")
+    assert test.rules == rules_of("nb11", "test_acceptance_from_counters_edges") == [
+        "rounds that drafted fewer than k (draft tokens < D k) count as rejections; the rate divides by the draft tokens"]
+    assert "new_tokens is a 1-D LongTensor" in rules_of("nb04", "test_verify_distribution")   # from a helper it names
+    with pytest.raises(ValueError, match="function"):
+        rules_of("nb11", "test_nothing")

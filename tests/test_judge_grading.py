@@ -98,16 +98,21 @@ def test_an_answer_right_only_for_the_visible_examples_loses_the_judged_cells(gr
 
 
 def test_inputs_are_drawn_by_the_judge_not_the_notebooks_fixed_seed(graded):
-    """The same answers pass the notebook's hidden block, run here in-process, and fail the judge."""
+    """The same answers pass the cell's visible part, run here in-process, and are right for the 20,000 rounds a
+    fixed seed in the cell would give; the judge draws its own inputs, and they fail."""
     import numpy as np
 
+    from autograde.assignment import TestCell
     from nbhelpers import solution_namespace
     ns = solution_namespace(NAME)
-    exec(_seed_reader(next(c.source for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
-                           if c.metadata.get("nbgrader", {}).get("grade_id") == "acceptance_from_counters")), ns)
-    test = next(c.source for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == "test_acceptance_from_counters")
-    exec(test, dict(ns, np=np))                        # the kernel-side test, with its seed 1102: passes
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+             for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells}
+    exec(_seed_reader(cells["acceptance_from_counters"]), ns)
+    test = TestCell("test_acceptance_from_counters", 1.0, cells["test_acceptance_from_counters"])
+    assert test.judge == ("nb11", "test_acceptance_from_counters")
+    exec("\n".join(test.source.splitlines()[:test.visible_lines]), dict(ns, np=np))   # the visible part: passes
+    rounds = {"drafts": 20000, "draft_tokens": 60000, "accepted_tokens": 30000, "accepted_per_position": [12000, 10000, 8000]}
+    assert ns["acceptance_from_counters"](rounds) == ns["_right"](rounds)
     a, g = graded["seeded"]
     assert not g.results["test_acceptance_from_counters"].passed
     assert g.results["test_acceptance_from_counters"].rule == "tau = 1 + A / D"
@@ -186,3 +191,26 @@ def test_04s_forger_right_on_the_visible_examples_loses_the_judged_cells(graded_
     assert g.points <= a.points - 6, (g.points, failed)
     judged = {k for k, o in g.results.items() if not o.passed and o.region == "hidden"}
     assert {"test_verify_edge_cases", "test_speculative_generate_stats_forwards"} <= judged, failed
+
+
+def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says_what_came_back(tmp_path):
+    """A one-rule slip a learner makes in 10 D (a speedup of exactly 1 is not taken as a crossing, so `crossing`
+    returns None there) was told "On that input your code raised TypeError", which the test's own `float(None)`
+    raised. Judged outside the kernel, the hint says what came back. The rest of 10 grades in the kernel beside it
+    (the per-cell switch) and keeps its points."""
+    from autograde.explain import explain
+    name = "10_batches_and_servers"
+    slip = _solution(name, crossing=lambda source: source.replace("if points[a] > 1 >= points[b]:",
+                                                                  "if points[a] > 1 > points[b]:"))
+    a, g = _grade(tmp_path, slip, "slip", name)
+    failed = {k for k, o in g.results.items() if not o.passed}
+    assert failed == {"test_crossing"}, {k: (g.results[k].kind, g.results[k].evalue) for k in failed}
+    o = g.results["test_crossing"]
+    assert (o.region, o.rule, o.came_back) == ("hidden", "a speedup of exactly 1 at a batch: the crossover is that batch",
+                                               "returned None"), o
+    test = next(t for t in a.tests if t.grade_id == "test_crossing")
+    said = explain(test, o)
+    assert "On an input drawn for this run, your function returned None." in said.hint, said.hint
+    assert "raised" not in said.hint, said.hint
+    assert judge_for(name, "test_crossing") and not judge_for(name, "test_gate_k")
+    assert any(j["cell"] for j in g.record.judged)

@@ -5,6 +5,7 @@ inside a graded function while a judge's probe calls it and once after the last 
 key, nor the judge's seed, nor any text of a hidden test (their rules, their markers). Controls prove the search
 sees what it searches: a variable the instructor exported (SPECDEC_*) is found in the environment, and the visible
 part of a test cell is found in the guard's closure."""
+import importlib
 import json
 import secrets
 
@@ -101,14 +102,20 @@ def _search(label):
 
 def _targets(name):
     """{what: [strings]}: the secrets, and the controls that prove the search sees the environment and closures."""
+    import inspect
+
+    from autograde.judges import marked, modules, rules_of
     nb = nbformat.read(str(source_notebook(name)), as_version=4)
-    hidden = [c.source.split("### BEGIN HIDDEN TESTS")[1] for c in nb.cells if "### BEGIN HIDDEN TESTS" in c.source]
-    rules = sorted({line.split('"rule: ')[1].split('"')[0] for block in hidden for line in block.splitlines()
-                    if '"rule: ' in line})[:40]
+    judged = [marked(c.source) for c in nb.cells if "### BEGIN HIDDEN TESTS" in c.source]
+    assert judged and all(judged), f"{name}: every test cell names its judge"
     released = "\n".join(c.source for c in nbformat.read(str(source_notebook(name)).replace("solutions", "notebooks"),
                                                           as_version=4).cells)
-    lines = sorted({line.strip() for block in hidden for line in block.splitlines()
-                    if len(line.strip()) > 40 and line.strip() not in released and "END HIDDEN" not in line})[:60]
+    rules = sorted({r for module, function in judged for r in rules_of(module, function)} - {""})
+    rules = [r for r in rules if r not in released][:40]
+    judge = inspect.getsource(importlib.import_module(f"autograde.judges.{modules()[name]}"))   # the hidden tests
+    lines = sorted({line.strip() for line in judge.splitlines()
+                    if len(line.strip()) > 40 and line.strip() not in released and not line.strip().startswith("#")
+                    and '"""' not in line})[:60]
     visible = next(c.source.split("### BEGIN HIDDEN TESTS")[0].splitlines()[1] for c in nb.cells
                    if "### BEGIN HIDDEN TESTS" in c.source)
     return {"key": [KEY.hex(), KEY.decode("latin-1")], "seed": [str(SEED), f"{SEED:x}"],

@@ -24,12 +24,16 @@ from dataclasses import dataclass
 import matplotlib
 import matplotlib.pyplot
 import nbformat
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
 
 from adversarial import cases04
 from nbhelpers import solution_path
+
+from autograde.assignment import TestCell
+from autograde.judge import LocalProbe
 
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
@@ -106,6 +110,16 @@ def namespace(prefix, replaced=None):
     return ns
 
 
+JUDGE_SEED = 3      # the judges' generator here; the grader draws a fresh seed for every run
+
+
+def judge_of(test):
+    """The judge function a judged test cell names (autograde/judges)."""
+    import importlib
+    module, function = test.judge
+    return getattr(importlib.import_module(f"autograde.judges.{module}"), function)
+
+
 def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False):
     """[(test cell, error)] for the test cells of `part` that raise, with `part`'s solution replaced by `source`."""
     ns = namespace(prefix, {part: source} if source is not None else None)
@@ -115,8 +129,18 @@ def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False)
         cells = sorted(cells, key=lambda c: c[0] != first)
     failures = []
     for grade_id, cell_source in cells:
-        try:
-            exec(compile(cell_source, f"{prefix}:{grade_id}", "exec"), dict(ns))
+        test = TestCell(grade_id, 1.0, cell_source)
+        try:               # a judged cell: the visible part runs here, its judge decides the rest as the grader does
+            exec(compile("\n".join(cell_source.splitlines()[:test.visible_lines]) if test.judge else cell_source,
+                         f"{prefix}:{grade_id}", "exec"), dict(ns))
+            if test.judge:
+                try:       # a judge that crashes is the course's bug: it propagates, it is not the student's failure
+                    judge_of(test)(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, len(failures)]))
+                except AssertionError as e:
+                    failures.append(Failure(grade_id, f"AssertionError: {str(e)[:200]}", test.visible_lines + 2, str(e)))
+                    if stop_at_first_failure:
+                        break
+                continue
         except Exception as e:      # an assert, or the wrong code crashing: either way the test cell fails
             tb, line = e.__traceback__, 0
             while tb is not None:   # the line of the test cell where it failed, as the grader reports it
@@ -1035,7 +1059,6 @@ def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(
     """The wrong implementation fails a test of its part; what `check` shows for the first failing test is the
     visible line, or the label of the hidden rule (one of docs/contract.md's for that notebook), found from the
     failing line as the grader finds it. (One run of the part per case.)"""
-    from autograde.assignment import TestCell
     from autograde.outcomes import RULE_PREFIX
     failures = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)
     assert failures, f"{case.prefix} {case.part}: passes every test although it is wrong: {case.what}"

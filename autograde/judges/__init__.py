@@ -6,14 +6,24 @@ learners (the release step copies notebooks only). A judge function takes ``prob
 ``numpy.random.Generator`` seeded by the grader, fresh for every grading run) and raises an AssertionError
 ("rule: ...", a ``judge.Broken`` where it can say what came back) on the first rule the answers break. The
 references are the judge's own code, independent of the solution notebook's.
+
+A judged test cell's hidden block is one line naming its judge (``MARK``); the release step refuses a notebook
+whose judged cells and judge module are out of step (``out_of_step``), and the contract's rules for such a cell
+are the rule labels its judge can raise (``rules_of``).
 """
+import ast
+import inspect
+import re
+
+MARK = "# judged by the grader outside the student's process: autograde.judges.{module}.{function}"
+_MARKED = re.compile(r"^# judged by the grader outside the student's process: autograde\.judges\.(\w+)\.(\w+)$")
 
 
 def _module(assignment: str):
     """The judge module of a notebook, or None (the one table of which notebooks have judges)."""
-    from autograde.judges import nb04, nb11
-
-    return {"04_speculative_decoder": nb04, "11_real_engines": nb11}.get(assignment)
+    import importlib
+    name = modules().get(assignment)
+    return importlib.import_module(f"autograde.judges.{name}") if name else None
 
 
 def judge_for(assignment: str, grade_id: str):
@@ -29,3 +39,79 @@ def warm(assignment: str):
     fn = getattr(_module(assignment), "warm", None)
     if fn is not None:
         fn()
+
+
+def modules():
+    """{assignment: judge module name}: the notebooks whose test cells are judged."""
+    return {"04_speculative_decoder": "nb04", "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
+
+
+def marked(source: str):
+    """(module, function) a test cell's hidden block names as its judge, or None where the block is test code."""
+    from autograde.assignment import HIDDEN_BEGIN
+    lines = [line.strip() for line in source.splitlines()]
+    start = next((i for i, line in enumerate(lines) if line.startswith(HIDDEN_BEGIN)), None)
+    if start is None:
+        return None
+    block = [line for line in lines[start + 1:] if line and not line.startswith("### END HIDDEN TESTS")]
+    found = [_MARKED.match(line) for line in block]
+    if len(block) == 1 and found[0]:
+        return found[0].group(1), found[0].group(2)
+    return None
+
+
+def rules_of(module_name: str, function: str):
+    """The rule labels (without "rule: ") a judge can raise, in the order they appear in its source, the module's
+    helpers and constants it names followed where they are named (implicit concatenation is one constant)."""
+    import importlib
+    from autograde.assignment import RULE_PREFIX
+    tree = ast.parse(inspect.getsource(importlib.import_module(f"autograde.judges.{module_name}")))
+    defs = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defs[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Name):
+                        defs[leaf.id] = node
+    if function not in defs:
+        raise ValueError(f"function: autograde.judges.{module_name} has no judge {function!r}")
+    found, seen = [], {function}
+
+    def walk(node):
+        for n in sorted((n for n in ast.walk(node) if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset)):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(RULE_PREFIX):
+                found.append(n.value[len(RULE_PREFIX):].strip())
+            elif isinstance(n, ast.Name) and n.id in defs and n.id not in seen:
+                seen.add(n.id)
+                walk(defs[n.id])
+
+    walk(defs[function])
+    return list(dict.fromkeys(found))
+
+
+def out_of_step(assignment: str, cells):
+    """What keeps a notebook's test cells and its judges from being in step, as sentences (empty when they are):
+    a test cell with a judge has, as its whole hidden block, the one line naming the judge of its own grade id; a
+    cell without one keeps its hidden test code (the per-cell switch); every judge has its cell. `cells` are the
+    notebook's cells (nbformat)."""
+    from autograde.assignment import is_test_cell, nbgrader_meta
+    module, name = _module(assignment), modules().get(assignment)
+    judges = module.JUDGES if module is not None else {}
+    problems, seen = [], set()
+    for cell in cells:
+        if not is_test_cell(cell):
+            continue
+        grade_id, mark = nbgrader_meta(cell).get("grade_id"), marked(cell.source)
+        seen.add(grade_id)
+        if mark and module is None:
+            problems.append(f"{grade_id}: names a judge, but {assignment} has no judge module")
+        elif grade_id in judges and mark != (name, grade_id):
+            problems.append(f"{grade_id}: its hidden block must be the one line "
+                            f"{MARK.format(module=name, function=grade_id)!r}")
+        elif mark and grade_id not in judges:
+            problems.append(f"{grade_id}: names a judge, but autograde.judges.{name} has none for it")
+    problems += [f"{g}: autograde.judges.{name} judges a test cell the notebook does not have"
+                 for g in sorted(set(judges) - seen)]
+    return problems

@@ -249,23 +249,30 @@ def _metrics(trace):
             float(np.percentile(tpot, 99)), float(out.sum() / span), float(good.sum() / span)]
 
 
-def _traces(probe, rng):
-    """Traces of drawn streams (1, 2, a few and many requests, ten draws each), asked in one probe: (got, want)."""
+def _traces(probe, rng, strict=True):
+    """Traces of drawn streams (1, 2, a few and many requests, ten draws each), asked in one probe: (got, want).
+    strict: plain floats and plain ints, test_trace_from_stream's rule (the token test asks only for numbers, so a
+    slip in the types costs that cell alone)."""
     drawn = [_streams(rng, n_req) for n_req in (1, 2, int(rng.integers(3, 12)), int(rng.integers(20, 60)))
              for _ in range(10)]
     for (reqs, want), answer in zip(drawn, probe.many(TRACE, [((reqs,), {}) for reqs, _ in drawn])):
-        yield _trace(answer, reqs, want)
+        yield _trace(answer, reqs, want, strict)
 
 
-def _trace(answer, reqs, want):
+def _number(x):
+    return type(x) in (int, float)
+
+
+def _trace(answer, reqs, want, strict):
     n_req = len(reqs)
-    shape = "rule: lists of plain floats (times) and plain ints (tokens)"
-    got = value_of(answer, shape)
+    rule = ("rule: lists of plain floats (times) and plain ints (tokens)" if strict else
+            "rule: output_tokens = the tokens of all chunks, summed (a chunk may carry several)")
+    got = value_of(answer, rule)
     if not (isinstance(got, dict) and set(got) == set(TRACE_KEYS)
             and all(type(got[key]) is list and len(got[key]) == n_req for key in TRACE_KEYS)
-            and all(type(x) is float for key in TRACE_KEYS[:3] for x in got[key])
-            and all(type(x) is int for x in got["output_tokens"])):
-        raise AssertionError(shape)
+            and all((type(x) is float) if strict else _number(x) for key in TRACE_KEYS[:3] for x in got[key])
+            and all((type(x) is int) if strict else _number(x) for x in got["output_tokens"])):
+        raise AssertionError(rule)
     return got, want
 
 
@@ -282,7 +289,7 @@ def test_trace_from_stream(probe, rng):
 
 
 def test_trace_from_stream_tokens(probe, rng):
-    for got, want in _traces(probe, rng):
+    for got, want in _traces(probe, rng, strict=False):
         if got["output_tokens"] != want["output_tokens"]:
             raise AssertionError("rule: output_tokens = the tokens of all chunks, summed (a chunk may carry several)")
         try:
