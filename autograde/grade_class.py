@@ -35,6 +35,7 @@ the grader only reads there, so every earlier submission stays. The course's own
 gets the submission graded where `nbgrader collect` had put another (align_collected). A copy the grader
 replaces, there or in WORK/submitted/, is moved to WORK/superseded/STUDENT/ASSIGNMENT/N/ first.
 """
+import contextlib
 import csv
 import datetime as dt
 import hashlib
@@ -56,6 +57,7 @@ from autograde.course import Course
 from autograde import deadlines
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
 from autograde.explain import explain
+from autograde.judges import modules as judge_modules
 from autograde.notebook_io import graded_part, read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict
 from autograde.records import RunRecord
@@ -584,18 +586,35 @@ _WORKER = None
 START_METHOD = "spawn"
 
 
-def _init_worker(state):
-    """Pool initializer: the course, the assignment and the flag policy, sent once to each fresh worker."""
+def _init_worker(state, warm=None):
+    """Pool initializer: the course, the assignment and the flag policy, sent once to each fresh worker; and,
+    given an assignment's name, what its judges need loaded before the worker takes a submission."""
     global _WORKER
     _WORKER = state
+    if warm:
+        from autograde.executor import _warm_judges
+        _warm_judges(warm)
 
 
-def worker_pool(jobs, state):
-    """A pool of `jobs` fresh worker processes, each holding `state` (course, assignment, keep_flagged)."""
+def _ready():
+    return True
+
+
+def worker_pool(jobs, state, warm=None):
+    """A pool of `jobs` fresh worker processes, each holding `state` (course, assignment, keep_flagged).
+
+    warm: an assignment's name: every worker starts at once and loads what that notebook's judges need (torch,
+    transformers' Llama and the course's pair for 04: about 3.5 s of one core, measured) before it takes a
+    submission, so that the loading overlaps the grader's own set-up (the preflight, prepare) instead of
+    competing with the first kernels for the cores."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(START_METHOD),
-                               initializer=_init_worker, initargs=(state,))
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(START_METHOD),
+                               initializer=_init_worker, initargs=(state, warm))
+    if warm:
+        for _ in range(jobs):           # a pool starts a worker for each task that no idle worker can take
+            pool.submit(_ready)
+    return pool
 
 
 def _grade_task(sub):
@@ -709,71 +728,75 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     settings = dict(sandboxed=sandboxed, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
                     memory_bytes=memory_bytes, quick=quick, measure=measure)
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
-    if check_solution:
-        preflight(assignment, out=out, **settings)
     threads = max(1, (os.cpu_count() or 1) // jobs)       # each kernel's share of the cores
     course = Course(work, course_file=policy.path, threads=threads, **settings)
     _refuse_own_folder(submissions, course, assignment)
-    course.prepare(assignment_name)
-    subs = discover(submissions, assignment, released_notebook(assignment, course), rule=rule, stamps=stamps)
-    print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
-          f"{f'; {jobs} in parallel' if jobs > 1 else ''}; {threads} torch thread(s) per notebook", file=out, flush=True)
-    print(f"deadline ({policy.path.name}): {rule.describe()}"
-          + (f"; timestamps from {stamps_path}" if stamps else ""), file=out, flush=True)
-    unknown = sorted(set(stamps) - {s.name for s in subs})
-    if unknown:
-        print(f"{stamps_path}: no submission for {', '.join(unknown)}", file=out)
-    results = []
-
-    def report(r):
-        results.append(r)
-        line = f"[{len(results)}/{len(subs)}] {r.student}: {r.score:g}/{r.max_score:g} {r.status} ({r.seconds:.1f} s)"
-        if r.status != "ok" or r.detail:
-            line += f": {r.detail}"
-        print(line, file=out, flush=True)
-
     global _WORKER
     _WORKER = (course, assignment, keep_flagged)
-    if jobs > 1 and len(subs) > 1:
-        with worker_pool(jobs, _WORKER) as pool:
+    # with several submissions the workers start first, and load what the judges need while the preflight and
+    # prepare run
+    several = jobs > 1 and Path(submissions).is_dir() and sum(1 for _ in Path(submissions).iterdir()) > 1
+    warm = assignment_name if several and judge_modules().get(assignment_name) else None
+    with (worker_pool(jobs, _WORKER, warm=warm) if several else contextlib.nullcontext()) as pool:
+        if check_solution:
+            preflight(assignment, out=out, **settings)
+        course.prepare(assignment_name)
+        subs = discover(submissions, assignment, released_notebook(assignment, course), rule=rule, stamps=stamps)
+        print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
+              f"{f'; {jobs} in parallel' if jobs > 1 else ''}; {threads} torch thread(s) per notebook", file=out, flush=True)
+        print(f"deadline ({policy.path.name}): {rule.describe()}"
+              + (f"; timestamps from {stamps_path}" if stamps else ""), file=out, flush=True)
+        unknown = sorted(set(stamps) - {s.name for s in subs})
+        if unknown:
+            print(f"{stamps_path}: no submission for {', '.join(unknown)}", file=out)
+        results = []
+
+        def report(r):
+            results.append(r)
+            line = f"[{len(results)}/{len(subs)}] {r.student}: {r.score:g}/{r.max_score:g} {r.status} ({r.seconds:.1f} s)"
+            if r.status != "ok" or r.detail:
+                line += f": {r.detail}"
+            print(line, file=out, flush=True)
+
+        if pool is not None and len(subs) > 1:
             for r in pool.map(_grade_task, subs):
                 report(r)
-    else:
-        for sub in subs:
-            report(_grade_task(sub))
-    results.sort(key=lambda r: r.student)
-    align_collected(course, assignment, subs, out=out)
-    csv_path = write_csv(csv_path or course.work / f"grades_{assignment_name}.csv", assignment, results)
-    problems = check_gradebook(course, assignment, results)
-    wall = time.monotonic() - t_start
-    print(f"grades: {csv_path}", file=out)
-    print(f"feedback: {course.work / 'feedback'}/<student>/{assignment_name}/{assignment.notebook}.html", file=out)
-    print(f"gradebook: {course.db_url} " + ("consistent with the grades" if not problems else
-                                             "DISAGREES: " + "; ".join(problems)), file=out)
-    bad = [r for r in results if r.status != "ok"]
-    if bad:
-        print(f"{len(bad)} submission(s) need attention:", file=out)
-        for r in bad:
-            print(f"  {r.student}: {r.status}: {r.detail}", file=out)
-    untimed = [r for r in results if r.lateness.needs_attention]
-    if untimed:
-        print(f"{len(untimed)} submission(s) without a usable timestamp (no penalty applied; lateness unknown):",
-              file=out)
-        for r in untimed:
-            print(f"  {r.student}: {r.lateness.status}: {r.lateness.detail}", file=out)
-    late = [r for r in results if r.lateness.status in ("in_grace", "late")]
-    if late:
-        print("late: " + "; ".join(f"{r.student} {r.lateness.hours_late:g} h ({r.lateness.status}, penalty "
-                                   f"{_number(r.penalty) or '-'})" for r in late), file=out)
-    ran = [r for r in results if r.execute_s]
-    if results:
-        line = f"{len(results)} submissions in {wall:.0f} s ({wall / len(results):.1f} s each on average"
-        if ran:
-            ex = sum(r.execute_s for r in ran) / len(ran)
-            line += (f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
-                     f"ran {ex:.1f} s")
-            skipped = max(r.skipped for r in ran)
-            if skipped:
-                line += f"; {skipped} cells that only measure not run (--measure runs them)"
-        print(line + ")", file=out)
-    return results, csv_path, problems
+        else:
+            for sub in subs:
+                report(_grade_task(sub))
+        results.sort(key=lambda r: r.student)
+        align_collected(course, assignment, subs, out=out)
+        csv_path = write_csv(csv_path or course.work / f"grades_{assignment_name}.csv", assignment, results)
+        problems = check_gradebook(course, assignment, results)
+        wall = time.monotonic() - t_start
+        print(f"grades: {csv_path}", file=out)
+        print(f"feedback: {course.work / 'feedback'}/<student>/{assignment_name}/{assignment.notebook}.html", file=out)
+        print(f"gradebook: {course.db_url} " + ("consistent with the grades" if not problems else
+                                                 "DISAGREES: " + "; ".join(problems)), file=out)
+        bad = [r for r in results if r.status != "ok"]
+        if bad:
+            print(f"{len(bad)} submission(s) need attention:", file=out)
+            for r in bad:
+                print(f"  {r.student}: {r.status}: {r.detail}", file=out)
+        untimed = [r for r in results if r.lateness.needs_attention]
+        if untimed:
+            print(f"{len(untimed)} submission(s) without a usable timestamp (no penalty applied; lateness unknown):",
+                  file=out)
+            for r in untimed:
+                print(f"  {r.student}: {r.lateness.status}: {r.lateness.detail}", file=out)
+        late = [r for r in results if r.lateness.status in ("in_grace", "late")]
+        if late:
+            print("late: " + "; ".join(f"{r.student} {r.lateness.hours_late:g} h ({r.lateness.status}, penalty "
+                                       f"{_number(r.penalty) or '-'})" for r in late), file=out)
+        ran = [r for r in results if r.execute_s]
+        if results:
+            line = f"{len(results)} submissions in {wall:.0f} s ({wall / len(results):.1f} s each on average"
+            if ran:
+                ex = sum(r.execute_s for r in ran) / len(ran)
+                line += (f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
+                         f"ran {ex:.1f} s")
+                skipped = max(r.skipped for r in ran)
+                if skipped:
+                    line += f"; {skipped} cells that only measure not run (--measure runs them)"
+            print(line + ")", file=out)
+        return results, csv_path, problems

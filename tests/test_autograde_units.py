@@ -127,6 +127,24 @@ def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
     assert all(state == ("course", "assignment", False) for _, state in inherited), inherited
 
 
+def _what_a_worker_has_loaded():
+    import sys
+    from autograde.judges import nb04
+    return nb04._load_pair.cache_info().currsize, "transformers" in sys.modules
+
+
+def test_a_pool_warmed_for_a_judged_notebook_has_its_judges_models_before_the_first_submission():
+    """With `warm`, every worker starts at once and loads what the notebook's judges need before it takes a task
+    (the loading then overlaps the grader's set-up instead of the first kernels); without it, nothing is loaded."""
+    from autograde import grade_class
+    with grade_class.worker_pool(2, ("course", "assignment", False), warm="04_speculative_decoder") as pool:
+        assert len(pool._processes) == 2                       # started now, not at the first submission
+        loaded = [pool.submit(_what_a_worker_has_loaded).result() for _ in range(4)]
+    assert all(pair == 1 and transformers for pair, transformers in loaded), loaded
+    with grade_class.worker_pool(2, ("course", "assignment", False)) as pool:
+        assert pool.submit(_what_a_worker_has_loaded).result() == (0, False)
+
+
 # ------------------------------------------------------------------------------------------ submission repair
 def test_a_copy_made_before_a_cell_was_renamed_is_graded_as_that_cell():
     """A learner's copy keeps the ids it was released with; a given cell the course renamed since (its release

@@ -271,3 +271,25 @@ def test_a_judged_cells_rules_are_its_judges_in_order():
     assert "new_tokens is a 1-D LongTensor" in rules_of("nb04", "test_verify_distribution")   # from a helper it names
     with pytest.raises(ValueError, match="function"):
         rules_of("nb11", "test_nothing")
+
+
+def test_a_greedy_decoder_fails_the_sampling_judges_whatever_pair_is_drawn():
+    """04's two-token test draws its random pair again while one pair of first tokens carries more than MODE_MAX of
+    the target's joint: against a near-certain target a greedy decoder passed once in a full run (1 of 60 draws in
+    a sweep, at temperature 0.5-0.9). Greedy decoding with made-up statistics must fail every draw."""
+    import torch
+
+    from autograde.judge import LocalProbe
+    from autograde.judges import nb04
+    from specdec.core.decoding import greedy_generate
+
+    def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
+        out = greedy_generate(target, input_ids, max_new_tokens)
+        return out, {"rounds": 1, "drafted": k, "accepted": k, "per_round": [(k, k)]}
+
+    assert nb04.MODE_MAX <= 0.8
+    probe = LocalProbe({"speculative_generate": speculative_generate, "torch": torch})
+    for seed in range(4):
+        for name in ("test_speculative_generate_distribution", "test_speculative_generate_distribution_temperature"):
+            with pytest.raises(AssertionError, match="distributed as the target's own sampling"):
+                nb04.JUDGES[name](probe, np.random.default_rng([seed, 7]))

@@ -1,7 +1,7 @@
 """The judges: each notebook's hidden tests, run by the grader outside the student's process (autograde.judge).
 
-One module per notebook (``nb04`` for 04_speculative_decoder, ``nb11`` for 11_real_engines), never shipped to
-learners (the release step copies notebooks only). A judge function takes ``probe`` (an
+One module per notebook (``nb04`` for 04_speculative_decoder, ``nb10`` for the cells of 10 judged so far, ``nb11``
+for 11_real_engines; ``modules`` is the table), never shipped to learners (the release step copies notebooks only). A judge function takes ``probe`` (an
 ``autograde.judge.KernelProbe``: ``probe(name, *args)``, ``probe.many``, ``probe.map``) and ``rng`` (a
 ``numpy.random.Generator`` seeded by the grader, fresh for every grading run) and raises an AssertionError
 ("rule: ...", a ``judge.Broken`` where it can say what came back) on the first rule the answers break. The
@@ -12,6 +12,7 @@ whose judged cells and judge module are out of step (``out_of_step``), and the c
 are the rule labels its judge can raise (``rules_of``).
 """
 import ast
+import functools
 import inspect
 import re
 
@@ -20,7 +21,7 @@ _MARKED = re.compile(r"^# judged by the grader outside the student's process: au
 
 
 def _module(assignment: str):
-    """The judge module of a notebook, or None (the one table of which notebooks have judges)."""
+    """The judge module of a notebook, or None where it has none (``modules`` is the table)."""
     import importlib
     name = modules().get(assignment)
     return importlib.import_module(f"autograde.judges.{name}") if name else None
@@ -63,6 +64,11 @@ def marked(source: str):
 def rules_of(module_name: str, function: str):
     """The rule labels (without "rule: ") a judge can raise, in the order they appear in its source, the module's
     helpers and constants it names followed where they are named (implicit concatenation is one constant)."""
+    return list(_rules_of(module_name, function))
+
+
+@functools.lru_cache(maxsize=None)
+def _rules_of(module_name, function):
     import importlib
     from autograde.assignment import RULE_PREFIX
     tree = ast.parse(inspect.getsource(importlib.import_module(f"autograde.judges.{module_name}")))
@@ -88,7 +94,7 @@ def rules_of(module_name: str, function: str):
                 walk(defs[n.id])
 
     walk(defs[function])
-    return list(dict.fromkeys(found))
+    return tuple(dict.fromkeys(found))
 
 
 def out_of_step(assignment: str, cells):
