@@ -173,6 +173,15 @@ def tensor(t):
     return Build("tensor", (str(t.dtype).replace("torch.", ""), t.tolist()))
 
 
+def ndarray(a):
+    """A NumPy array argument: sent as its dtype and values, rebuilt exactly (floats as their repr)."""
+    import numpy
+    a = numpy.asarray(a)
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"a: ndarray sends bool, integer and float arrays, got {a.dtype}")
+    return Build("ndarray", (a.dtype.name, a.tolist()))
+
+
 def generator(seed: int):
     return Build("generator", (int(seed),))
 
@@ -237,6 +246,11 @@ def _build(x, tag, names, memo, counts):
         return tuple(_build(v, tag, names, memo, counts) for v in x)
     if x[1] == "float":                  # nan or inf (see nonfinite): no import needed
         return float(x[2])
+    if x[1] == "ndarray":                # numpy is the notebook's own import: once per probe
+        if "__numpy__" not in memo:
+            import numpy
+            memo["__numpy__"] = numpy
+        return memo["__numpy__"].array(x[3], dtype=x[2])
     if "__torch__" not in memo:          # once per probe: an import is an audit event in the guarded kernel
         import copy
         import torch

@@ -212,5 +212,6 @@ def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says
     said = explain(test, o)
     assert "On an input drawn for this run, your function returned None." in said.hint, said.hint
     assert "raised" not in said.hint, said.hint
-    assert judge_for(name, "test_crossing") and not judge_for(name, "test_gate_k")
-    assert any(j["cell"] for j in g.record.judged)
+    assert judge_for(name, "test_crossing") and judge_for(name, "test_serving_metrics") and not judge_for(name, "test_gate_k")
+    assert len(g.record.judge_seconds) == 5              # crossing's two cells and serving_metrics' three, judged
+    assert [j["rule"] for j in g.record.judged] == [o.rule]

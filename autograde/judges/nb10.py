@@ -1,5 +1,5 @@
-"""Notebook 10's hidden tests as judges, first the cells of `crossing` (part D); the other test cells of 10 still
-grade in the kernel (the per-cell switch) until the notebook moves over whole.
+"""Notebook 10's hidden tests as judges, so far the cells of `crossing` (part D) and `serving_metrics` (part E); the
+other test cells of 10 still grade in the kernel (the per-cell switch) until the notebook moves over whole.
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the curves are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
-from autograde.judge import Broken, describe, nonfinite, value_errors, value_of
+import numpy as np
+
+from autograde.judge import Broken, describe, ndarray, nonfinite, value_errors, value_of
 
 FN = "crossing"
 BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -84,4 +86,107 @@ def test_crossing_none_and_bad_input(probe, rng):
                  "> 0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
 
 
-JUDGES = {"test_crossing": test_crossing, "test_crossing_none_and_bad_input": test_crossing_none_and_bad_input}
+# ------------------------------------------------------------------------------------ E: serving_metrics
+METRICS = "serving_metrics"
+METRIC_KEYS = {"ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "throughput", "goodput"}
+
+
+def _served(rng, n_req):
+    """A drawn trace of n_req requests, its columns sent as a list, a NumPy array, a tuple and an integer array
+    (the function takes sequences of any kind), and (arrival, first, finish, tokens) as arrays for the reference."""
+    arr = np.sort(rng.uniform(0, 100, n_req))
+    fst = arr + rng.exponential(1.5, n_req)
+    out = rng.integers(2, 400, n_req)
+    fin = fst + (out - 1) * rng.uniform(0.005, 0.08, n_req)
+    trace = {"arrival": [float(x) for x in arr], "first_token": ndarray(fst), "finish": tuple(float(x) for x in fin),
+             "output_tokens": ndarray(out)}
+    return trace, (arr, fst, fin, out)
+
+
+def _traces_served(probe, rng):
+    """(answer, columns, ttft_slo, tpot_slo) for drawn traces of 1 to about 1,000 requests, asked in one probe."""
+    cases = []
+    for n_req in (1, 3, int(rng.integers(5, 20)), int(rng.integers(80, 130)), int(rng.integers(800, 1200))):
+        for _ in range(4):
+            trace, columns = _served(rng, n_req)
+            cases.append((trace, columns, float(rng.uniform(0.5, 3)), float(rng.uniform(0.01, 0.07))))
+    answers = probe.many(METRICS, [((trace,), {"ttft_slo": s1, "tpot_slo": s2}) for trace, _, s1, s2 in cases])
+    return [(answer, columns, s1, s2) for (_, columns, s1, s2), answer in zip(cases, answers)]
+
+
+def _metric(answer, key, rule):
+    got = value_of(answer, rule)
+    try:
+        return float(got[key])
+    except (TypeError, KeyError, ValueError, IndexError):
+        raise Broken(rule, describe(answer)) from None
+
+
+def test_serving_metrics(probe, rng):
+    shape = "rule: a dict of the six keys, plain floats"
+    for answer, (arr, fst, fin, out), _, _ in _traces_served(probe, rng):
+        got = value_of(answer, shape)
+        if not (isinstance(got, dict) and set(got) == METRIC_KEYS and all(type(v) is float for v in got.values())):
+            raise Broken(shape, describe(answer))
+        ttft, tpot = fst - arr, (fin - fst) / (out - 1)
+        if not (abs(got["ttft_p50"] - np.percentile(ttft, 50)) < 1e-9 and abs(got["ttft_p99"] - np.percentile(ttft, 99)) < 1e-9):
+            raise AssertionError("rule: TTFT = first token - arrival, percentiles with numpy's default (linear) method")
+        if not (abs(got["tpot_p50"] - np.percentile(tpot, 50)) < 1e-12 and abs(got["tpot_p99"] - np.percentile(tpot, 99)) < 1e-12):
+            raise AssertionError("rule: TPOT = (finish - first token) / (output tokens - 1), percentiles with numpy's "
+                                 "default (linear) method")
+
+
+def test_serving_metrics_rates(probe, rng):
+    throughput = "rule: throughput = output tokens / (last finish - first arrival)"
+    goodput = "rule: goodput = requests meeting both SLO bounds / (last finish - first arrival)"
+    for answer, (arr, fst, fin, out), s1, s2 in _traces_served(probe, rng):
+        ttft, tpot, span = fst - arr, (fin - fst) / (out - 1), fin.max() - arr.min()
+        if not abs(_metric(answer, "throughput", throughput) - out.sum() / span) < 1e-9 * max(1.0, out.sum() / span):
+            raise AssertionError(throughput)
+        want = ((ttft <= s1) & (tpot <= s2)).sum() / span
+        if not abs(_metric(answer, "goodput", goodput) - want) < 1e-12 * max(1.0, want):
+            raise AssertionError(goodput)
+    # requests exactly at a bound: the bounds are the TTFT and TPOT of drawn requests; every time a multiple of
+    # 1/1024 s and every output_tokens - 1 a power of 2, so TTFT and TPOT are exact however they are computed
+    exact = "rule: a request exactly at a bound meets it (TTFT <= ttft_slo, TPOT <= tpot_slo)"
+    n = int(rng.integers(3, 8))
+    arr = np.sort(rng.integers(0, 40, n)) / 8
+    fst = arr + rng.integers(4, 24, n) / 8
+    steps = 2 ** rng.integers(1, 6, n)
+    out = steps + 1
+    fin = fst + steps * (rng.integers(20, 80, n) / 1024)
+    ttft, tpot = fst - arr, (fin - fst) / (out - 1)
+    i, j = (int(x) for x in rng.choice(n, 2, replace=False))
+    s1, s2 = float(ttft[i]), float(tpot[j])
+    trace = {"arrival": ndarray(arr), "first_token": ndarray(fst), "finish": ndarray(fin), "output_tokens": ndarray(out)}
+    answer = probe(METRICS, trace, ttft_slo=s1, tpot_slo=s2)
+    want = ((ttft <= s1) & (tpot <= s2)).sum() / (fin.max() - arr.min())
+    if not abs(_metric(answer, "goodput", exact) - want) < 1e-12 * max(1.0, want):
+        raise AssertionError(exact)
+
+
+def test_serving_metrics_bad_input(probe, rng):
+    a, f = float(rng.uniform(0, 5)), float(rng.uniform(5, 10))
+    e = f + float(rng.uniform(0.5, 5))
+    n = int(rng.integers(2, 50))
+    example = {"arrival": [a, a + 1.0], "first_token": [f, f + 1.5], "finish": [e, e + 1.0], "output_tokens": [n, n + 3]}
+    bad = [(({"arrival": [a], "first_token": [f], "finish": [e]},), "trace"),
+           (([a, a + 1.0],), "trace"),
+           (({"arrival": [], "first_token": [], "finish": [], "output_tokens": []},), "trace"),
+           (({"arrival": [a, a + 1.0], "first_token": [f], "finish": [e, e + 1.0], "output_tokens": [n, n]},), "trace"),
+           (({"arrival": [f], "first_token": [a], "finish": [e], "output_tokens": [n]},), "trace"),
+           (({"arrival": [a], "first_token": [e], "finish": [f], "output_tokens": [n]},), "trace"),
+           (({"arrival": [a], "first_token": [f], "finish": [e], "output_tokens": [n + 0.5]},), "trace"),
+           (({"arrival": [a], "first_token": [f], "finish": [e], "output_tokens": [1]},), "trace"),
+           ((example, 0.0, 0.05), "ttft_slo"),
+           ((example, 2.0, -float(rng.uniform(0, 1))), "tpot_slo")]
+    order = rng.permutation(len(bad)).tolist()
+    answers = probe.many(METRICS, [(bad[i][0], {}) for i in order])
+    value_errors(answers, [bad[i][1] for i in order],
+                 "rule: bad input (a malformed or empty trace, times out of order, output_tokens < 2, an SLO bound <= "
+                 "0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
+
+
+JUDGES = {"test_crossing": test_crossing, "test_crossing_none_and_bad_input": test_crossing_none_and_bad_input,
+          "test_serving_metrics": test_serving_metrics, "test_serving_metrics_rates": test_serving_metrics_rates,
+          "test_serving_metrics_bad_input": test_serving_metrics_bad_input}
