@@ -182,6 +182,18 @@ def ndarray(a):
     return Build("ndarray", (a.dtype.name, a.tolist()))
 
 
+def cost(a: float, per_batch=0.0, per_token=0.0, squared=0.0, two_tokens=0.0):
+    """A cost function (batch B, tokens t) -> seconds, sent as its coefficients and built on both sides as
+    ``a + per_batch B + per_token B t + squared (B t)^2 + two_tokens [t == 2]`` (the same operations in the same
+    order, so both sides compute the same floats)."""
+    return Build("cost", tuple(float(c) for c in (a, per_batch, per_token, squared, two_tokens)))
+
+
+def cost_of(c):
+    """The judge's own copy of a ``cost`` recipe, as a Python function."""
+    return build(c, {})
+
+
 def generator(seed: int):
     return Build("generator", (int(seed),))
 
@@ -246,6 +258,9 @@ def _build(x, tag, names, memo, counts):
         return tuple(_build(v, tag, names, memo, counts) for v in x)
     if x[1] == "float":                  # nan or inf (see nonfinite): no import needed
         return float(x[2])
+    if x[1] == "cost":                   # a cost function from its coefficients (see cost)
+        a0, b0, b1, b2, e2 = x[2:7]
+        return lambda B, t: a0 + b0 * B + b1 * B * t + b2 * (B * t) ** 2 + e2 * (t == 2)
     if x[1] == "ndarray":                # numpy is the notebook's own import: once per probe
         if "__numpy__" not in memo:
             import numpy

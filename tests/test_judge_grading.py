@@ -203,6 +203,7 @@ def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says
     slip = _solution(name, crossing=lambda source: source.replace("if points[a] > 1 >= points[b]:",
                                                                   "if points[a] > 1 > points[b]:"))
     a, g = _grade(tmp_path, slip, "slip", name)
+    assert g.ok and not g.course_failure, (g.reason, g.course_failure)
     failed = {k for k, o in g.results.items() if not o.passed}
     assert failed == {"test_crossing"}, {k: (g.results[k].kind, g.results[k].evalue) for k in failed}
     o = g.results["test_crossing"]
@@ -213,5 +214,6 @@ def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says
     assert "On an input drawn for this run, your function returned None." in said.hint, said.hint
     assert "raised" not in said.hint, said.hint
     assert judge_for(name, "test_crossing") and judge_for(name, "test_serving_metrics") and not judge_for(name, "test_gate_k")
-    assert len(g.record.judge_seconds) == 5              # crossing's two cells and serving_metrics' three, judged
+    from autograde.judges import nb10
+    assert len(g.record.judge_seconds) == len(nb10.JUDGES) == 8     # run_seconds, crossing, serving_metrics: judged
     assert [j["rule"] for j in g.record.judged] == [o.rule]

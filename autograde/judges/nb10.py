@@ -1,5 +1,6 @@
-"""Notebook 10's hidden tests as judges, so far the cells of `crossing` (part D) and `serving_metrics` (part E); the
-other test cells of 10 still grade in the kernel (the per-cell switch) until the notebook moves over whole.
+"""Notebook 10's hidden tests as judges, so far the cells of `run_seconds` (part C), `crossing` (part D) and
+`serving_metrics` (part E); the other test cells of 10 still grade in the kernel (the per-cell switch) until the
+notebook moves over whole.
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the curves are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -10,7 +11,7 @@ import math
 
 import numpy as np
 
-from autograde.judge import Broken, describe, ndarray, nonfinite, value_errors, value_of
+from autograde.judge import Broken, cost, cost_of, describe, ndarray, nonfinite, value_errors, value_of
 
 FN = "crossing"
 BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -84,6 +85,93 @@ def test_crossing_none_and_bad_input(probe, rng):
     value_errors(answers[1 + len(nones):], ["points"] * len(bads),
                  "rule: bad input (not a non-empty dict, a batch not an integer >= 1, a speedup not a finite number "
                  "> 0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
+
+
+# ------------------------------------------------------------------------------------ C: run_seconds
+RUN = "run_seconds"
+
+
+def _shape(rng):
+    return (int(rng.choice([1, 2, 3, 8, 32])), int(rng.choice([2, 5, 32, 100])), int(rng.choice([1, 2, 16, 64])))
+
+
+def _pair_of_times(answer, rule, strict=False):
+    """(plain, speculative) as floats; strict: a tuple of two plain floats, test_run_seconds_plain's rule (the other
+    cells take any two numbers, so a slip in the types costs that cell alone)."""
+    got = value_of(answer, rule)
+    if strict and not (isinstance(got, tuple) and len(got) == 2 and all(type(x) is float for x in got)):
+        raise Broken(rule, describe(answer))
+    try:
+        return float(got[0]), float(got[1])
+    except (TypeError, ValueError, IndexError, KeyError):
+        raise Broken(rule, describe(answer)) from None
+
+
+def test_run_seconds_plain(probe, rng):
+    cases = []
+    for _ in range(60):
+        a, b, c2, d0 = (float(x) for x in (rng.uniform(1e-4, 0.05), rng.uniform(1e-6, 1e-3), rng.uniform(0, 1e-7),
+                                           rng.uniform(0, 0.02)))
+        tgt, drf = cost(a, d0, b, c2), cost(a / 7, 0.0, 2e-5)          # B and t enter the target's cost apart
+        (B, P, N), k, R = _shape(rng), int(rng.choice([1, 2, 4, 8])), int(rng.integers(1, 40))
+        cases.append(((B, tgt, drf, R, P, N, k), cost_of(tgt)(B, P) + (N - 1) * cost_of(tgt)(B, 1)))
+    for (_, want), answer in zip(cases, probe.many(RUN, [(args, {}) for args, _ in cases])):
+        got = _pair_of_times(answer, "rule: return (plain, speculative), two plain floats", strict=True)
+        if not abs(got[0] - want) < 1e-12:
+            raise AssertionError("rule: plain = target_s(B, P) + (N - 1) target_s(B, 1) (other batches, prompts, "
+                                 "lengths and machines)")
+
+
+def test_run_seconds_speculative(probe, rng):
+    cases = []
+    for _ in range(60):
+        a, b, d0 = (float(x) for x in (rng.uniform(1e-4, 0.05), rng.uniform(1e-6, 1e-3), rng.uniform(0, 0.02)))
+        e0, e1 = float(rng.uniform(1e-5, 5e-3)), float(rng.uniform(1e-7, 1e-4))
+        tgt = cost(a, d0, b)
+        drf = cost(e0, 3e-4, e1, 0.0, 1e-3)                               # the 2-token step priced apart
+        twice = cost(2 * e0, 2 * 3e-4, 2 * e1, 0.0, 2 * 1e-3)             # the same draft at twice the cost
+        (B, P, N), k, R = _shape(rng), int(rng.choice([2, 3, 4, 8])), int(rng.integers(1, 40))
+        cases.append((B, P, N, k, R, tgt, drf, twice))
+    calls = []
+    for B, P, N, k, R, tgt, drf, twice in cases:
+        calls += [((B, tgt, drf, R, P, N, k), {}), ((B, tgt, twice, R, P, N, k), {}), ((B, tgt, drf, R, P, N, 1), {})]
+    answers = probe.many(RUN, calls)
+    rule = ("rule: speculative = target_s(B, P - 1) + draft_s(B, P - 1) + R (draft_s(B, 2) + (k - 1) draft_s(B, 1) + "
+            "target_s(B, k + 1)) (other B, P, R and k)")
+    for j, (B, P, N, k, R, tgt, drf, _) in enumerate(cases):
+        t, d = cost_of(tgt), cost_of(drf)
+        got, other, one = (_pair_of_times(answers[3 * j + i], rule) for i in range(3))
+        want = t(B, P - 1) + d(B, P - 1) + R * (d(B, 2) + (k - 1) * d(B, 1) + t(B, k + 1))
+        if not abs(got[1] - want) < 1e-12 * max(1.0, want):
+            raise AssertionError(rule)
+        if not abs(other[0] - got[0]) < 1e-15:
+            raise AssertionError("rule: the draft's forwards enter only the speculative run")
+        want1 = t(B, P - 1) + d(B, P - 1) + R * (d(B, 2) + t(B, 2))
+        if not abs(one[1] - want1) < 1e-12 * max(1.0, want1):
+            raise AssertionError("rule: k = 1: a round is one draft forward over 2 tokens and a verify over 2")
+
+
+def test_run_seconds_bad_input(probe, rng):
+    t_ex = cost(float(rng.uniform(0.005, 0.02)), 0.0, float(rng.uniform(5e-4, 2e-3)))
+    d_ex = cost(float(rng.uniform(5e-4, 2e-3)), 0.0, float(rng.uniform(5e-5, 2e-4)))
+    B, R, P, N, k = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(2, 64)), int(rng.integers(1, 64)), \
+        int(rng.integers(1, 9))
+
+    def args(**changed):
+        given = {**dict(batch=B, target_s=t_ex, draft_s=d_ex, rounds=R, prompt_tokens=P, new_tokens=N, k=k), **changed}
+        return tuple(given[name] for name in ("batch", "target_s", "draft_s", "rounds", "prompt_tokens", "new_tokens",
+                                              "k"))
+
+    bad = [(args(batch=0), "batch"), (args(batch=float(B)), "batch"), (args(batch=True), "batch"),
+           (args(target_s=float(rng.uniform(0.001, 0.1))), "target_s"), (args(draft_s=None), "draft_s"),
+           (args(rounds=0), "rounds"), (args(rounds=R + 0.5), "rounds"), (args(prompt_tokens=1), "prompt_tokens"),
+           (args(prompt_tokens=float(P)), "prompt_tokens"), (args(new_tokens=0), "new_tokens"),
+           (args(k=-int(rng.integers(1, 5))), "k"), (args(k=float(k)), "k")]
+    order = rng.permutation(len(bad)).tolist()
+    answers = probe.many(RUN, [(bad[i][0], {}) for i in order])
+    value_errors(answers, [bad[i][1] for i in order],
+                 "rule: bad input (batch, rounds, new_tokens or k not an integer >= 1, prompt_tokens < 2, a cost that "
+                 "is not callable) must raise ValueError", "rule: bad input: the ValueError message names the argument")
 
 
 # ------------------------------------------------------------------------------------ E: serving_metrics
@@ -187,6 +275,7 @@ def test_serving_metrics_bad_input(probe, rng):
                  "0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
 
 
-JUDGES = {"test_crossing": test_crossing, "test_crossing_none_and_bad_input": test_crossing_none_and_bad_input,
+JUDGES = {"test_run_seconds_plain": test_run_seconds_plain, "test_run_seconds_speculative": test_run_seconds_speculative,
+          "test_run_seconds_bad_input": test_run_seconds_bad_input, "test_crossing": test_crossing, "test_crossing_none_and_bad_input": test_crossing_none_and_bad_input,
           "test_serving_metrics": test_serving_metrics, "test_serving_metrics_rates": test_serving_metrics_rates,
           "test_serving_metrics_bad_input": test_serving_metrics_bad_input}
