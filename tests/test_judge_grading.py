@@ -103,6 +103,7 @@ def test_inputs_are_drawn_by_the_judge_not_the_notebooks_fixed_seed(graded):
     import numpy as np
 
     from autograde.assignment import TestCell
+    from autograde.executor import visible_part
     from nbhelpers import solution_namespace
     ns = solution_namespace(NAME)
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
@@ -110,7 +111,7 @@ def test_inputs_are_drawn_by_the_judge_not_the_notebooks_fixed_seed(graded):
     exec(_seed_reader(cells["acceptance_from_counters"]), ns)
     test = TestCell("test_acceptance_from_counters", 1.0, cells["test_acceptance_from_counters"])
     assert test.judge == ("nb11", "test_acceptance_from_counters")
-    exec("\n".join(test.source.splitlines()[:test.visible_lines]), dict(ns, np=np))   # the visible part: passes
+    exec(visible_part(test.source)[0], dict(ns, np=np))              # the visible part: passes
     rounds = {"drafts": 20000, "draft_tokens": 60000, "accepted_tokens": 30000, "accepted_per_position": [12000, 10000, 8000]}
     assert ns["acceptance_from_counters"](rounds) == ns["_right"](rounds)
     a, g = graded["seeded"]

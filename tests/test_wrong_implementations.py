@@ -33,6 +33,7 @@ from adversarial import cases04
 from nbhelpers import solution_path
 
 from autograde.assignment import TestCell
+from autograde.executor import visible_part
 from autograde.judge import LocalProbe
 
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
@@ -131,8 +132,8 @@ def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False)
     for grade_id, cell_source in cells:
         test = TestCell(grade_id, 1.0, cell_source)
         try:               # a judged cell: the visible part runs here, its judge decides the rest as the grader does
-            exec(compile("\n".join(cell_source.splitlines()[:test.visible_lines]) if test.judge else cell_source,
-                         f"{prefix}:{grade_id}", "exec"), dict(ns))
+            exec(compile(visible_part(cell_source)[0] if test.judge else cell_source, f"{prefix}:{grade_id}", "exec"),
+                 dict(ns))
             if test.judge:
                 try:       # a judge that crashes is the course's bug: it propagates, it is not the student's failure
                     judge_of(test)(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, len(failures)]))

@@ -17,7 +17,7 @@ import inspect
 import re
 
 MARK = "# judged by the grader outside the student's process: autograde.judges.{module}.{function}"
-_MARKED = re.compile(r"^# judged by the grader outside the student's process: autograde\.judges\.(\w+)\.(\w+)$")
+_MARKED = re.compile("^" + re.escape(MARK.split("{module}")[0]) + r"(\w+)\.(\w+)$")
 
 
 def _module(assignment: str):
