@@ -238,6 +238,29 @@ def sharp(model, factor: float):
     return Build("sharp", (model, float(factor)))
 
 
+def double(model):
+    """A float64 copy of `model` (end-to-end tests where float32 rounding could break a greedy tie)."""
+    return Build("double", (model,))
+
+
+def call(name: str, *args, **kwargs):
+    """The result of the notebook's own function `name` on these arguments (built first): in the kernel the
+    student's copy, in the judge its own (`names`); a forged one can only make the student's own answers wrong."""
+    return Build("call", (str(name), tuple(args), dict(kwargs)))
+
+
+def item(container, key):
+    """``container[key]`` of a built container (``item(named("hardware"), "A100 80GB SXM")``)."""
+    return Build("item", (container, key))
+
+
+def watched(x):
+    """An argument the probe sends back, as it is after the call, in the answer's ``after`` (a list, one entry per
+    watched argument of that call, in the order they were built): for "the inputs stay as they were". Not shared
+    with other calls of the same probe; not for ``probe.map``."""
+    return Build("watched", (x,))
+
+
 def counted(model, label: str):
     """`model` itself, its forwards and its ``.model``'s counted under `label` and `label + ".model"`, its
     ``generate`` refused while the call runs (the counts are the process's own report: see docs/grading.md)."""
@@ -280,16 +303,26 @@ def _build(x, tag, names, memo, counts):
         return _t.tensor(a[1], dtype=getattr(_t, a[0]))
     if kind == "generator":
         return _t.Generator().manual_seed(a[0])
+    if kind == "watched":                # an argument sent back after the call (see watched); never shared
+        out = _build(a[0], tag, names, memo, counts)
+        memo.setdefault("__watched__", []).append(out)
+        return out
     key = repr(x)
     if key in memo:
         return memo[key]
     if kind == "name":
         out = names[a[0]]
+    elif kind == "item":                 # an entry of a built container (the notebook's hardware table)
+        out = _build(a[0], tag, names, memo, counts)[a[1]]
+    elif kind == "call":                 # the notebook's own function of that name, on built arguments
+        out = names[a[0]](*_build(a[1], tag, names, memo, counts), **_build(a[2], tag, names, memo, counts))
     elif kind == "tiny_llama":
         from specdec.core.decoding import tiny_llama as _tiny
         out = _tiny(**a[0])
-    elif kind in ("copy", "noisy", "sharp"):
+    elif kind in ("copy", "noisy", "sharp", "double"):
         out = _c.deepcopy(_build(a[0], tag, names, memo, counts))
+        if kind == "double":
+            out = out.double()
         with _t.no_grad():
             if kind == "noisy":
                 _t.manual_seed(a[2])
@@ -394,11 +427,13 @@ def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
         return _ag_a, _ag_k
 
     def _ag_call(_ag_a, _ag_k):
-        _ag_before = dict(_ag_counts)
+        _ag_before, _ag_watch = dict(_ag_counts), _ag_memo.pop("__watched__", None)
         try:
             _ag_out = {{"value": _encode(globals()[_ag_name](*_ag_a, **_ag_k))}}
         except BaseException as _ag_e:
             _ag_out = _ag_raised(_ag_e)
+        if _ag_watch is not None:
+            _ag_out["after"] = [_encode(_ag_w) for _ag_w in _ag_watch]
         if _ag_counts:
             _ag_out["observed"] = {{k: v - _ag_before.get(k, 0) for k, v in _ag_counts.items()}}
         return _ag_out
@@ -502,16 +537,30 @@ def _document(text, kinds):
     return doc
 
 
+class Answer(tuple):
+    """("value", v) or ("raised", Raised), with ``after``: the watched arguments as they were after the call (a
+    list), or None where the call watched none."""
+    after = None
+
+
 def _one(doc, budget=None):
+    budget = [MAX_ITEMS] if budget is None else budget
+    if "after" in doc:
+        if not isinstance(doc["after"], list) or len(doc["after"]) > 64:
+            raise ProbeError("after must be a short list of the watched arguments")
+        after = [_node(v, 0, budget) for v in doc["after"]]
+        answer = Answer(_one({key: v for key, v in doc.items() if key != "after"}, budget))
+        answer.after = after
+        return answer
     if set(doc) - {"observed"} == {"nonce", "value"}:
-        return "value", _node(doc["value"], 0, [MAX_ITEMS] if budget is None else budget)
+        return Answer(("value", _node(doc["value"], 0, budget)))
     if set(doc) - {"observed"} == {"nonce", "raised"}:
         r = doc["raised"]
         if not (isinstance(r, dict) and set(r) == {"type", "bases", "message"} and isinstance(r["type"], str)
                 and isinstance(r["message"], str) and isinstance(r["bases"], list)
                 and all(isinstance(b, str) for b in r["bases"]) and len(r["bases"]) < 64):
             raise ProbeError("a raised answer needs a type, its bases and a message, as strings")
-        return "raised", Raised(r["type"][:200], tuple(b[:200] for b in r["bases"]), r["message"][:MAX_TEXT])
+        return Answer(("raised", Raised(r["type"][:200], tuple(b[:200] for b in r["bases"]), r["message"][:MAX_TEXT])))
     raise ProbeError(f"unexpected keys in the answer: {sorted(doc)}")
 
 

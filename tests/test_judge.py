@@ -77,6 +77,44 @@ def test_only_plain_data_crosses_into_the_kernel():
         judge.probe_code("f(); import os", (), "abc")
 
 
+def test_recipes_built_alike_on_both_sides_and_watched_arguments_come_back_after_the_call():
+    """watched: the argument as the call left it (in ``after``, per call, never shared between calls); call and
+    item: the notebook's own functions and tables by name, built on each side from its own names; double: a float64
+    copy of a model."""
+    def fill(mask, lengths):
+        mask[0, 0] = 7                                   # changes its input in place
+        return int(mask.sum())
+
+    probe = judge.LocalProbe({"fill": fill, "table": {"a": 3}, "twice": lambda x, y=0: 2 * x + y})
+    m = judge.tensor(torch.ones(2, 2, dtype=torch.long))
+    answers = probe.many("fill", [((judge.watched(m), judge.watched(judge.tensor(torch.zeros(2)))), {}),
+                                  ((judge.watched(m), m), {})])
+    assert [a[1] for a in answers] == [10, 10]          # the second call's mask is a fresh copy, not the first's
+    assert answers[0].after == [judge.Tensor("torch", "int64", (2, 2), [[7, 1], [1, 1]]),
+                                judge.Tensor("torch", "float32", (2,), [0.0, 0.0])]
+    assert len(answers[1].after) == 1 and answers[1].after[0].values == [[7, 1], [1, 1]]
+    assert probe("fill", m, m).after is None
+    recipe = judge.call("twice", judge.item(judge.named("table"), "a"), y=1)
+    assert probe("twice", recipe) == ("value", 14)
+    assert judge.build(recipe, {"twice": lambda x, y=0: 10 * x + y, "table": {"a": 3}}) == 31    # the judge's own
+    model = judge.build(judge.double(judge.tiny_llama(vocab_size=16, hidden_size=16, num_hidden_layers=1, seed=1)), {})
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    with pytest.raises(judge.ProbeError, match="after"):
+        judge.decode(json.dumps({"nonce": "n", "value": 1, "after": {"t": "x"}}))
+
+
+def test_given_names_are_the_course_copies_of_a_notebooks_given_cells():
+    """The judge's reference for 10's gate_k: the functions its given cells restate, run from the solution in a
+    namespace of their own (no model loaded, the process's torch threads left alone)."""
+    from autograde.judges import given_names
+    threads = torch.get_num_threads()
+    names = given_names("10_batches_and_servers")
+    assert torch.get_num_threads() == threads and "target" not in names
+    l8, l1 = names["model_spec"]("Llama-3.1-8B"), names["model_spec"]("Llama-3.2-1B")
+    assert names["best_k_for_batch"](1, 400.0, 0.8, l8, l1, names["h100"]) >= 1
+    assert not names["fits_in_memory"](l8, l1, names["h100"], 64, 8192.0)
+
+
 def _solution_function(name):
     import nbformat
     nb = nbformat.read(str(source_notebook("11_real_engines")), as_version=4)

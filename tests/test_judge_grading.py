@@ -194,11 +194,10 @@ def test_04s_forger_right_on_the_visible_examples_loses_the_judged_cells(graded_
     assert {"test_verify_edge_cases", "test_speculative_generate_stats_forwards"} <= judged, failed
 
 
-def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says_what_came_back(tmp_path):
+def test_10s_crossing_is_judged_and_the_hint_says_what_came_back(tmp_path):
     """A one-rule slip a learner makes in 10 D (a speedup of exactly 1 is not taken as a crossing, so `crossing`
     returns None there) was told "On that input your code raised TypeError", which the test's own `float(None)`
-    raised. Judged outside the kernel, the hint says what came back. The rest of 10 grades in the kernel beside it
-    (the per-cell switch) and keeps its points."""
+    raised. Judged outside the kernel, the hint says what came back. The rest of 10, judged too, keeps its points."""
     from autograde.explain import explain
     name = "10_batches_and_servers"
     slip = _solution(name, crossing=lambda source: source.replace("if points[a] > 1 >= points[b]:",
@@ -214,7 +213,7 @@ def test_10s_crossing_is_judged_beside_its_kernel_graded_cells_and_the_hint_says
     said = explain(test, o)
     assert "On an input drawn for this run, your function returned None." in said.hint, said.hint
     assert "raised" not in said.hint, said.hint
-    assert judge_for(name, "test_crossing") and judge_for(name, "test_serving_metrics") and not judge_for(name, "test_gate_k")
+    assert judge_for(name, "test_crossing") and judge_for(name, "test_serving_metrics") and judge_for(name, "test_gate_k")
     from autograde.judges import nb10
-    assert len(g.record.judge_seconds) == len(nb10.JUDGES) == 8     # run_seconds, crossing, serving_metrics: judged
+    assert len(g.record.judge_seconds) == len(nb10.JUDGES) == 16    # every test cell of 10 is judged
     assert [j["rule"] for j in g.record.judged] == [o.rule]

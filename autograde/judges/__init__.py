@@ -47,6 +47,34 @@ def modules():
     return {"04_speculative_decoder": "nb04", "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
 
 
+def given_names(assignment: str):
+    """The course's own copies of what a notebook's given cells define (the earlier notebooks' answers restated
+    by ``autograde.given``), in a fresh namespace of this process, for judges whose rule is stated against them
+    (10's ``gate_k``: ``best_k_for_batch`` at the mean context). Run from the solution notebook, never the
+    submission: its setup cell's imports and plain assignments (not its expression statements, nor what loads
+    the models), then every given cell in order. Cached per process; callers must not change it."""
+    return _given_names(assignment)
+
+
+@functools.lru_cache(maxsize=None)
+def _given_names(assignment):
+    import nbformat
+
+    from autograde import SOLUTIONS
+    from autograde.given import given_cells
+    nb = nbformat.read(SOLUTIONS / assignment / f"{assignment}.ipynb", as_version=4)
+    setup = next(c for c in nb.cells if c.cell_type == "code")
+    kept = [node for node in ast.parse(setup.source).body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            or (isinstance(node, ast.Assign) and not any(isinstance(n, ast.Name) and n.id == "load_pair"
+                                                         for n in ast.walk(node.value)))]
+    names = {"__name__": f"given_{assignment}"}
+    exec(compile(ast.Module(body=kept, type_ignores=[]), f"<{assignment} setup>", "exec"), names)
+    for _, cell in given_cells(nb):
+        exec(compile(cell.source, f"<{assignment} given>", "exec"), names)
+    return names
+
+
 def marked(source: str):
     """(module, function) a test cell's hidden block names as its judge, or None where the block is test code."""
     from autograde.assignment import HIDDEN_BEGIN

@@ -1,6 +1,5 @@
-"""Notebook 10's hidden tests as judges, so far the cells of `run_seconds` (part C), `crossing` (part D) and
-`serving_metrics` (part E); the other test cells of 10 still grade in the kernel (the per-cell switch) until the
-notebook moves over whole.
+"""Notebook 10's hidden tests as judges: every test cell (`batched_accept` and `rollback`, part B; `run_seconds`,
+part C; `crossing`, part D; `serving_metrics` and `gate_k`, part E).
 
 The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); the curves are drawn
 from the grader's generator instead of a seed written into the test cell.
@@ -11,7 +10,223 @@ import math
 
 import numpy as np
 
-from autograde.judge import Broken, cost, cost_of, describe, ndarray, nonfinite, value_errors, value_of
+from autograde.judge import (Broken, Tensor, build, call, cost, cost_of, describe, double, item, named, ndarray,
+                             noisy, nonfinite, tensor, tiny_llama, value_errors, value_of, watched)
+
+ASSIGNMENT = "10_batches_and_servers"
+
+
+def warm():
+    """The course's own copies of the given cells' functions (gate_k's reference) and torch, loaded ahead."""
+    _given()
+    from specdec.core.decoding import greedy_generate  # noqa: F401
+
+
+def _given():
+    from autograde.judges import given_names
+    return given_names(ASSIGNMENT)
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _t(x, dtype="int64"):
+    torch = _torch()
+    return torch.tensor(np.asarray(x).tolist(), dtype=getattr(torch, dtype))
+
+
+def _long_vector(v, n):
+    """The values of a torch int64 tensor of shape (n,) that came back, or None."""
+    if isinstance(v, Tensor) and v.kind == "torch" and v.dtype == "int64" and v.shape == (n,):
+        return v.values
+    return None
+
+
+def _ids_of(v, n):
+    """Any tensor or sequence of n integers that came back, as a list of ints (the cells that do not grade the
+    types read the values as the notebook's int() did), or None."""
+    values = v.values if isinstance(v, Tensor) else v
+    if isinstance(values, (list, tuple)) and len(values) == n and all(type(x) is int for x in values):
+        return list(values)
+    return None
+
+
+def _pair(answer, rule):
+    got = value_of(answer, rule)
+    if not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise Broken(rule, describe(answer))
+    return got
+
+
+# ------------------------------------------------------------------------------------ B: batched_accept
+ACCEPT = "batched_accept"
+
+
+def _leading(d, t):
+    n = 0
+    while n < len(d) and d[n] == t[n]:
+        n += 1
+    return n
+
+
+def _accept_cases(rng):
+    """(target_argmax, drafts) as arrays: drawn batches of 1 to 16 rows, k from 1 to 12, over vocabularies of 2 to
+    4 tokens (long runs of matches), then a row that mismatches at its first draft."""
+    cases = []
+    for B, k, V in ((1, 1, 3), (int(rng.integers(2, 5)), 2, 2), (int(rng.integers(5, 9)), int(rng.integers(3, 7)), 4),
+                    (int(rng.integers(10, 17)), 8, 3), (2, int(rng.integers(9, 13)), 2)):
+        for _ in range(16):
+            cases.append((rng.integers(0, V, (B, k + 1)), rng.integers(0, V, (B, k))))
+    t = rng.integers(0, 9, (1, 5))
+    d = t[:, :4].copy()
+    d[0, 0] = (t[0, 0] + 1) % 9
+    cases.append((t, d))
+    return cases
+
+
+def _accepted(probe, rng):
+    """[(answer, target_argmax, drafts)]: the drawn cases as int64 tensors, and one pair sent as int32."""
+    cases = _accept_cases(rng)
+    calls = [((tensor(_t(t)), tensor(_t(d))), {}) for t, d in cases]
+    t32 = rng.integers(0, 9, (1, 3))
+    calls.append(((tensor(_t(t32, "int32")), tensor(_t(t32[:, :2], "int32"))), {}))
+    cases.append((t32, t32[:, :2]))
+    return [(answer, t, d) for answer, (t, d) in zip(probe.many(ACCEPT, calls), cases)]
+
+
+def test_batched_accept(probe, rng):
+    shape = "rule: return two LongTensors of shape (B,)"
+    rule = "rule: n_accepted counts the leading matches of each row, stopping at the first mismatch (other B and k)"
+    for answer, t, d in _accepted(probe, rng):
+        got = _pair(answer, shape)
+        n, nxt = (_long_vector(v, len(d)) for v in got)
+        if n is None or nxt is None:
+            raise Broken(shape, describe(answer))
+        if n != [_leading(list(db), list(tb)) for db, tb in zip(d.tolist(), t.tolist())]:
+            raise AssertionError(rule)
+
+
+def test_batched_accept_next_tokens(probe, rng):
+    rule = "rule: next_tokens is the target's argmax after the accepted prefix (the bonus when all k agree)"
+    for answer, t, d in _accepted(probe, rng):
+        nxt = _ids_of(_pair(answer, rule)[1], len(d))
+        want = [tb[_leading(list(db), list(tb))] for db, tb in zip(d.tolist(), t.tolist())]
+        if nxt != want:
+            raise Broken(rule, describe(answer) if nxt is None else "")
+
+
+def test_batched_accept_bad_input(probe, rng):
+    B, k = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+
+    def z(*shape, dtype="int64"):
+        return tensor(_t(np.zeros(shape, dtype=int), dtype))
+
+    bad = [((z(B + 1, k + 1), z(B, k)), "target_argmax"), ((z(B, k + 1, dtype="float32"), z(B, k)), "target_argmax"),
+           ((z(B, k + 1, 1), z(B, k)), "target_argmax"), ((z(B, k + 2), z(B, k)), "target_argmax"),
+           (([[1] * (k + 1)] * B, z(B, k)), "target_argmax"),
+           ((z(B, 1), z(B, 0)), "drafts"), ((z(B, k + 1), z(B, k, dtype="float32")), "drafts"),
+           ((z(B, k + 1), [[1] * k] * B), "drafts"), ((z(B, k + 1), z(k)), "drafts")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(ACCEPT, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
+                 "rule: bad input (wrong number of dimensions, shapes that do not match, float tensors, k < 1) must "
+                 "raise ValueError", "rule: bad input: the ValueError message names the argument")
+
+
+# ------------------------------------------------------------------------------------ B: rollback
+ROLLBACK = "rollback"
+
+
+def _rollback_cases(rng):
+    """(mask, lengths, n_accepted, k) as arrays: masks with earlier zeros, the verify's k + 1 slots all ones."""
+    cases = []
+    for B, k, extra in ((1, 1, 0), (int(rng.integers(2, 5)), 2, 6), (5, int(rng.integers(3, 6)), 0),
+                        (int(rng.integers(6, 10)), 6, int(rng.integers(15, 30))), (4, int(rng.integers(8, 12)), 2)):
+        T = k + 1 + extra
+        for _ in range(8):
+            mask = (rng.random((B, T)) < 0.7).astype(int)
+            mask[:, T - (k + 1):] = 1
+            cases.append((mask, mask.sum(axis=1), rng.integers(0, k + 1, B), k))
+    return cases
+
+
+def _rolled(probe, rng, watch=False):
+    cases = _rollback_cases(rng)
+    wrap = watched if watch else (lambda x: x)
+    calls = [((wrap(tensor(_t(m))), wrap(tensor(_t(ln))), tensor(_t(n)), k), {}) for m, ln, n, k in cases]
+    return [(answer,) + case for answer, case in zip(probe.many(ROLLBACK, calls), cases)]
+
+
+def test_rollback(probe, rng):
+    kept = "rule: the inputs stay as they were (new tensors returned)"
+    shape = "rule: new_mask keeps the shape (B, T), new_lengths (B,)"
+    before = "rule: slots before the verify's k + 1 keep their values (earlier zeros stay zeros)"
+    last = "rule: the last k - n_accepted slots of each row become 0, the others stay (other B, k and T)"
+    for answer, mask, lengths, n, k in _rolled(probe, rng, watch=True):
+        after = answer.after or []
+        if [getattr(x, "values", None) for x in after] != [mask.tolist(), lengths.tolist()]:
+            raise AssertionError(kept)
+        got = _pair(answer, shape)
+        B, T = mask.shape
+        if not (isinstance(got[0], Tensor) and got[0].shape == (B, T) and isinstance(got[1], Tensor)
+                and got[1].shape == (B,)):
+            raise Broken(shape, describe(answer))
+        rows = got[0].values
+        if [r[:T - (k + 1)] for r in rows] != mask[:, :T - (k + 1)].tolist():
+            raise AssertionError(before)
+        if [r[T - (k + 1):] for r in rows] != [[1] * (int(nb) + 1) + [0] * (k - int(nb)) for nb in n]:
+            raise AssertionError(last)
+    _end_to_end(probe, rng)
+
+
+def _end_to_end(probe, rng):
+    """The given batched loop with the student's batched_accept and rollback, on float64 models drawn here: each
+    sequence's output against the judge's own plain greedy decoding of its own copy of the target."""
+    from specdec.core.decoding import greedy_generate
+    rule = "rule: end to end: every sequence's greedy output equals its own plain greedy decoding"
+    cases = []
+    for B, k, new in ((int(rng.integers(3, 6)), 3, int(rng.integers(12, 17))), (3, 1, 10),
+                      (int(rng.integers(4, 7)), int(rng.integers(4, 7)), 16)):
+        s = int(rng.integers(0, 10**6))
+        t = double(tiny_llama(vocab_size=48, hidden_size=32, num_hidden_layers=2, seed=s))
+        cases.append((t, noisy(t, 0.5, s + 1), rng.integers(0, 48, (B, 6)), new, k))
+    answers = probe.many("batched_speculative_generate",
+                         [((t, d, tensor(_t(p)), new, k), {}) for t, d, p, new, k in cases])
+    for answer, (t, _, p, new, _) in zip(answers, cases):
+        got = value_of(answer, rule)
+        out = got[0] if isinstance(got, (tuple, list)) and got else None
+        if not (isinstance(out, Tensor) and out.shape == (len(p), new)):
+            raise Broken(rule, describe(answer))
+        model, prompts = build(t, {}), _t(p)
+        for b in range(len(p)):
+            if out.values[b] != greedy_generate(model, prompts[b:b + 1], new)[0, 6:].tolist():
+                raise AssertionError(rule)
+
+
+def test_rollback_lengths(probe, rng):
+    rule = "rule: new_lengths = lengths - (k - n_accepted)"
+    for answer, mask, lengths, n, k in _rolled(probe, rng):
+        got = _pair(answer, rule)
+        if _ids_of(got[1], len(mask)) != (lengths - (k - n)).tolist():
+            raise Broken(rule, describe(answer) if _ids_of(got[1], len(mask)) is None else "")
+
+
+def test_rollback_bad_input(probe, rng):
+    B, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    T = k + 1 + int(rng.integers(0, 4))
+    ones, full, n_ok = tensor(_t(np.ones((B, T), dtype=int))), tensor(_t([T] * B)), tensor(_t([1] * B))
+    bad = [((ones, full, n_ok, k + 0.5), "k"), ((ones, full, n_ok, True), "k"), ((ones, full, n_ok, 0), "k"),
+           ((tensor(_t(np.ones(T, dtype=int))), full, n_ok, k), "mask"),
+           ((tensor(_t(np.ones((B, k), dtype=int))), tensor(_t([k] * B)), n_ok, k), "mask"),
+           ((ones, tensor(_t([T] * (B + 1))), n_ok, k), "lengths"),
+           ((ones, full, tensor(_t([1] * (B - 1))), k), "n_accepted"),
+           ((ones, full, tensor(_t([-1] + [1] * (B - 1))), k), "n_accepted"),
+           ((ones, full, tensor(_t([k + 1] + [1] * (B - 1))), k), "n_accepted")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(ROLLBACK, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
+                 "rule: bad input (k not an integer >= 1, mask too narrow or not 2-D, shapes that differ, n_accepted "
+                 "outside 0..k) must raise ValueError", "rule: bad input: the ValueError message names the argument")
 
 FN = "crossing"
 BATCHES = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -275,7 +490,122 @@ def test_serving_metrics_bad_input(probe, rng):
                  "0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
 
 
-JUDGES = {"test_run_seconds_plain": test_run_seconds_plain, "test_run_seconds_speculative": test_run_seconds_speculative,
-          "test_run_seconds_bad_input": test_run_seconds_bad_input, "test_crossing": test_crossing, "test_crossing_none_and_bad_input": test_crossing_none_and_bad_input,
-          "test_serving_metrics": test_serving_metrics, "test_serving_metrics_rates": test_serving_metrics_rates,
-          "test_serving_metrics_bad_input": test_serving_metrics_bad_input}
+# ------------------------------------------------------------------------------------ E: gate_k
+GATE = "gate_k"
+L8, L1, L70 = (call("model_spec", name) for name in ("Llama-3.1-8B", "Llama-3.2-1B", "Llama-3.1-70B"))
+H100, A100, H200 = named("h100"), item(named("hardware"), "A100 80GB SXM"), item(named("hardware"), "H200 SXM")
+
+
+def _made_up(rng):
+    """A model no table holds: the shape of a 20B, its sizes drawn."""
+    w = float(rng.uniform(3.0e10, 5.0e10))
+    return {"name": "made-up 20B", "weight_bytes": w, "layer_bytes": 0.9 * w, "lm_head_bytes": float(rng.uniform(1e9, 3e9)),
+            "kv_bytes_per_token": float(rng.uniform(1.0e5, 2.5e5)),
+            "attention_flops_per_cached_token": float(rng.uniform(3e5, 9e5)), "layers": 48, "hidden_size": 6144}
+
+
+def _setups(rng):
+    """(target, draft, gpu) recipes: one GPU, tensor-parallel groups, a draft on one GPU, no draft, a made-up target."""
+    return [(L8, L1, H100), (L70, L8, call("gpus", H100, 8)), (L8, None, A100), (L70, L1, call("gpus", H200, 4)),
+            (L70, L1, call("gpus", H100, 4, draft_n=1)), (_made_up(rng), L1, call("gpus", A100, 2))]
+
+
+def _gated(probe, rng):
+    """[(answer, fits, want)] for drawn states on every setup: short, medium and long contexts (the gate on, off, or
+    out of memory); want is the judge's best_k_for_batch at (B, mean context) from the course's own copy."""
+    names = _given()
+    cases = []
+    for tgt, drf, g in _setups(rng):
+        own = [build(x, names) if x is not None else None for x in (tgt, drf, g)]
+        for longest in (64, 512, 6000):
+            for _ in range(5):
+                B = int(rng.integers(1, 600))
+                ctx = rng.integers(0, longest, B)
+                a, km = float(rng.uniform(0.3, 0.95)), int(rng.integers(1, 9))
+                mean = float(ctx.mean())
+                fits = names["fits_in_memory"](own[0], own[1], own[2], B, mean)
+                want = names["best_k_for_batch"](B, mean, a, *own, km) if fits else 0
+                cases.append(((ctx.tolist(), a, tgt, drf, g), {"k_max": km}, fits, want))
+    answers = probe.many(GATE, [(args, kwargs) for args, kwargs, _, _ in cases])
+    return [(answer, fits, want) for answer, (_, _, fits, want) in zip(answers, cases)]
+
+
+def test_gate_k_best_k(probe, rng):
+    plain = "rule: return a plain int"
+    rule = ("rule: other hardware (tensor parallelism, a draft on one GPU), models, batches and contexts: "
+            "best_k_for_batch at (B, mean context)")
+    for answer, fits, want in _gated(probe, rng):
+        if fits:
+            got = value_of(answer, rule)
+            if type(got) is not int:
+                raise Broken(plain, describe(answer))
+            if got != want:
+                raise AssertionError(rule)
+    names = _given()
+    own = {name: build(x, names) for name, x in (("l8", L8), ("l1", L1), ("h100", H100))}
+    lo, hi = int(rng.integers(50, 300)), int(rng.integers(3000, 4500))
+    B = int(rng.integers(100, 257))                     # 256 x 1,274 tokens fits on one H100 with the draft
+    extra = [((ndarray(np.array([lo, hi])), 0.7, L8, L1, H100), 2, (lo + hi) / 2, 0.7),
+             (([1274] * B, 0.8, L8, L1, H100), B, 1274.0, 0.8)]
+    for (args, B, mean, a), answer in zip(extra, probe.many(GATE, [(args, {}) for args, *_ in extra])):
+        want = names["best_k_for_batch"](B, mean, a, own["l8"], own["l1"], own["h100"])
+        if value_of(answer, rule) != want or type(answer[1]) is not int:
+            raise Broken(rule, describe(answer) if type(answer[1]) is not int else "")
+    terms_rule = ("rule: the round's own terms and the step's (first_draft_tokens, c_round, sampler_passes, c_step) "
+                  "passed on to best_k_for_batch")
+    g = call("attainable", H100, float(rng.uniform(0.8, 0.9)), float(rng.uniform(0.65, 0.75)),
+             float(rng.uniform(1.5e-3, 2.5e-3)))
+    own_g, first = build(g, names), named("vllm_v1_first_pass")
+    c_round, c_step = float(rng.uniform(2e-3, 4e-3)), float(rng.uniform(1e-3, 2e-3))
+    terms = [(first, 0.0, 0), (1, c_round, 0), (1, 0.0, 3), (first, c_round / 3, 3), (1, 0.0, 0, c_step),
+             (first, 0.0, 0, c_step)]
+
+    def best(B, mean, tt):
+        return names["best_k_for_batch"](B, mean, 0.8, own["l8"], own["l1"], own_g, 8, *(build(x, names) for x in tt))
+
+    calls = [((ctx, 0.8, L8, L1, g, 8) + tt, {}) for ctx in ([0] * 4, rng.integers(200, 600, 3).tolist(),
+                                                             [int(rng.integers(800, 1275))] * 200, list(range(0, 2000, 10)))
+             for tt in terms]
+    # for each set of terms, a state where they change the answer (over the bare round; c_step over the round's)
+    pool = [(int(B), int(c)) for B, c in zip(rng.integers(1, 300, 60), rng.integers(0, 4000, 60))
+            if names["fits_in_memory"](own["l8"], own["l1"], own_g, int(B), float(c))]
+    for tt in terms:
+        matters = [(B, c) for B, c in pool if best(B, float(c), tt) != best(B, float(c), tt[:3] if len(tt) == 4 else ())]
+        if matters:
+            B, c = matters[int(rng.integers(len(matters)))]
+            calls.append((([c] * B, 0.8, L8, L1, g, 8) + tt, {}))
+    for ((ctx, *rest), _), answer in zip(calls, probe.many(GATE, calls)):
+        if value_of(answer, terms_rule) != best(len(ctx), float(np.mean(ctx)), tuple(rest[5:])):
+            raise Broken(terms_rule, describe(answer) if answer[0] != "value" else "")
+    off = probe(GATE, [40000] * int(rng.integers(150, 300)), 0.9, L8, L1, H100)   # does not fit: test_gate_k's value
+    if off[0] == "value" and type(off[1]) is not int:                              # a raise is test_gate_k's to report
+        raise Broken(plain, describe(off))
+
+
+def test_gate_k(probe, rng):
+    rule = "rule: 0 when the state does not fit in memory with the draft"
+    for answer, fits, _ in _gated(probe, rng):
+        if not fits and value_of(answer, rule) != 0:
+            raise Broken(rule, describe(answer))
+    names = _given()
+    l8, h100 = build(L8, names), build(H100, names)
+    B = int(rng.integers(4, 16))
+    only_without = [c for c in range(1000, 60000, 500) if names["fits_in_memory"](l8, None, h100, B, float(c))
+                    and not names["fits_in_memory"](l8, l8, h100, B, float(c))]
+    c = int(rng.choice(only_without))
+    for answer in probe.many(GATE, [(([40000] * int(rng.integers(150, 300)), 0.9, L8, L1, H100), {}),
+                                    (([c] * B, 0.8, L8, L8, H100), {})]):
+        if value_of(answer, rule) != 0:
+            raise Broken(rule, describe(answer))
+    kw = {"alpha": 0.8, "target": L8, "draft": L1, "gpu": H100}
+    n = int(rng.integers(1, 500))
+    bad = [(([],), {}, "contexts"), (([[n, n + 1], [n + 2, n + 3]],), {}, "contexts"), (([n, -1 - n],), {}, "contexts"),
+           (([n],), {"alpha": float(rng.uniform(1.01, 2.0))}, "alpha"), (([n],), {"k_max": 0}, "k_max"),
+           (([n],), {"k_max": 2.5}, "k_max"), (([40000] * 200,), {"alpha": -float(rng.uniform(0.01, 1))}, "alpha")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(GATE, [(bad[i][0], {**kw, **bad[i][1]}) for i in order]), [bad[i][2] for i in order],
+                 "rule: bad input (contexts empty or negative, alpha outside [0, 1], k_max not an integer >= 1) must "
+                 "raise ValueError", "rule: bad input: the ValueError message names the argument")
+
+
+JUDGES = {name: fn for name, fn in globals().items() if name.startswith("test_") and callable(fn)}
