@@ -134,6 +134,17 @@ def visible_part(source):
     return "\n".join(lines[:start] + lines[end + 1:]).rstrip("\n"), start + 1
 
 
+def kernel_source(source, judge=None):
+    """What the student's kernel runs of a test cell of `source` whose judge is `judge` (or None): see
+    ``SandboxedExecute._kernel_source``; ValueError where a hidden block has no judge."""
+    visible, hidden_at = visible_part(source)
+    if hidden_at and judge is None:
+        raise ValueError("source: a hidden block without a judge never reaches the kernel")
+    if judge is not None and getattr(judge, "replaces_visible", False):
+        return source.split("\n", 1)[0]
+    return visible
+
+
 def _error_output(ename, evalue):
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -236,6 +247,13 @@ class SandboxedExecute(Execute):
         # test cells with a judge outside the kernel (autograde.judge): the kernel gets their visible part only
         self._judged = {i: fn for i, c in enumerate(nb.cells) if is_test_cell(c)
                         and (fn := judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", ""))) is not None}
+        # no hidden test runs in the student's kernel: a test cell whose hidden block is test code and not a judge's
+        # marker stops the run before the kernel starts (a course error the instructor sees, not a student's zero)
+        unjudged = [nbgrader_meta(c).get("grade_id") for i, c in enumerate(nb.cells)
+                    if is_test_cell(c) and i not in self._judged and visible_part(c.source)[1]]
+        if unjudged:
+            raise RuntimeError(f"hidden tests without a judge in {self._record.assignment} ({', '.join(unjudged)}): the "
+                               f"grader runs no hidden test in the student's kernel (autograde/judges/)")
         self._judge_seed = secrets.randbits(64)        # drawn per grading run, never sent to the kernel
         # where every test cell has a judge, no verdict signed in the kernel counts, so the kernel gets no key
         # (its guard draws one of its own, known to nobody else); only a test decided in the kernel needs one
@@ -303,14 +321,11 @@ class SandboxedExecute(Execute):
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
     def _kernel_source(self, index, cell):
-        """What the kernel runs of a test cell: all of it; a judged cell's visible part; nothing but its docstring
-        where the judge repeats the visible check on inputs of its own (``replaces_visible``: a statistical test
-        the learner runs in the notebook and the judge runs again, fresh, outside the kernel)."""
-        if index not in self._judged:
-            return cell.source
-        if getattr(self._judged[index], "replaces_visible", False):
-            return cell.source.split("\n", 1)[0]
-        return visible_part(cell.source)[0]
+        """What the kernel runs of a test cell: its visible part (a cell without a hidden block: all of it); nothing
+        but its docstring where the judge repeats the visible check on inputs of its own (``replaces_visible``: a
+        statistical test the learner runs in the notebook and the judge runs again, fresh, outside the kernel).
+        Never a hidden block: `_prepare_kernel` refuses a hidden block without a judge."""
+        return kernel_source(cell.source, self._judged.get(index))
 
     def _judge(self, index, cell):
         """Run cell `index`'s judge against the kernel (the visible part passed); an error output when it fails."""
@@ -438,7 +453,7 @@ class SandboxedExecute(Execute):
             cell.execution_count = None
             return cell, resources
         source, nonce = cell.source, None
-        if index in self._judged:
+        if is_test_cell(cell):
             cell.source = self._kernel_source(index, cell)    # the hidden block never reaches the kernel
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more

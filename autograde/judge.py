@@ -1,7 +1,7 @@
 """A judge outside the student's process: the probe, its plain-data answers, and the channel between them.
 
-Issue 60's protocol. `executor.SandboxedExecute` decides a test cell through it where `autograde.judges.judge_for`
-names a judge (every test cell of notebooks 04 and 11); every other hidden test still runs inside the student's
+Issue 60's protocol. `executor.SandboxedExecute` decides every test cell through it (`autograde.judges.judge_for`
+names each cell's judge; a hidden block without one stops the run): no hidden test runs inside the student's
 kernel. A hidden test becomes a *probe* and a *judge*:
 
 - the **probe** is the only code the student's kernel sees of a test. It is generic: it calls one function of
@@ -243,6 +243,12 @@ def double(model):
     return Build("double", (model,))
 
 
+def random_heads(model, n_heads: int, seed: int):
+    """Medusa-style heads for `model` (``head_logits(h)`` -> (n_heads, V)): the model's own head plus fixed random
+    projections of h, seeded; for tree decoding on models the course ships no heads for."""
+    return Build("random_heads", (model, int(n_heads), int(seed)))
+
+
 def call(name: str, *args, **kwargs):
     """The result of the notebook's own function `name` on these arguments (built first): in the kernel the
     student's copy, in the judge its own (`names`); a forged one can only make the student's own answers wrong."""
@@ -330,6 +336,16 @@ def _build(x, tag, names, memo, counts):
                     prm.add_(a[1] * prm.std() * _t.randn_like(prm))
             if kind == "sharp":
                 out.lm_head.weight.mul_(a[1])
+    elif kind == "random_heads":         # Medusa-like heads for any model (see random_heads)
+        _m = _build(a[0], tag, names, memo, counts)
+        _g = _t.Generator().manual_seed(a[2])
+        _w = _t.randn(a[1], _m.config.vocab_size, _m.config.hidden_size, generator=_g) * 0.5
+
+        class _Heads:
+            def head_logits(self, h, _w=_w, _lm=_m.lm_head):
+                base = _lm(h)                # the model's own guess mixed in: some of the heads' guesses are right
+                return _t.stack([base + (w @ h.float()).to(base.dtype) for w in _w])
+        out = _Heads()
     elif kind == "counted":
         out, label = _build(a[0], tag, names, memo, counts), a[1]
 
@@ -412,6 +428,7 @@ def build(x, names, memo=None, counts=None):
 _PROBE = '''
 def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
     import json as _j, sys as _s
+{builtins}
 {functions}
     _ag_calls, _ag_memo, _ag_counts = _from_json(_j.loads(_ag_calls)), {{}}, {{}}
 
@@ -475,6 +492,18 @@ del _ag_probe
 
 
 @functools.lru_cache(maxsize=1)
+def _builtins():
+    """The builtins the probe's code names, bound from the builtins module inside the probe: a learner's global
+    named `type`, `len` or `max` (the probe runs in the notebook's namespace) must not change what a probe does."""
+    import ast
+    import builtins
+    code = _PROBE.format(functions=_kernel_functions(), builtins="", mime=MIME, name="f", calls="[]", many=False,
+                         nonce="n", tag="t", limit=1)
+    used = sorted({n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id in vars(builtins)})
+    return "    import builtins as _ag_b\n    " + ", ".join(used) + " = " + ", ".join(f"_ag_b.{u}" for u in used)
+
+
+@functools.lru_cache(maxsize=1)
 def _kernel_functions():
     """The source of the functions a probe runs in the kernel (_encode, _build, _from_json), indented into it."""
     return "\n".join("    " + line for fn in (_encode, _build, _from_json) for line in inspect.getsource(fn).splitlines())
@@ -495,7 +524,7 @@ def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=No
     many = True if calls is not None else (int(n) if n else False)      # many calls; n calls mapped over rows
     calls = [(tuple(a), dict(k)) for a, k in calls] if calls is not None else [(tuple(args), dict(kwargs or {}))]
     tag = "ag-build-" + secrets.token_hex(8)
-    return _PROBE.format(functions=_kernel_functions(), mime=MIME, name=name,
+    return _PROBE.format(functions=_kernel_functions(), builtins=_builtins(), mime=MIME, name=name,
                          calls=json.dumps(_to_json(calls, tag, 1)), many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
 
 

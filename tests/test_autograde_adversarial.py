@@ -8,6 +8,7 @@ run's gradebook and of another student's files, and at a TCP port this test list
 """
 import hashlib
 import html
+import inspect
 import json
 import re
 import shutil
@@ -156,6 +157,11 @@ def test_feedback_holds_no_hidden_test(run):
             block = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
             hidden += [ln.strip() for ln in block.splitlines()
                        if len(ln.strip()) > 15 and json.dumps(ln.strip())[1:-1] not in released_text]
+    # 01's hidden tests are its judge's code (a judged cell's hidden block is one line naming it)
+    from autograde.judges import nb01
+    hidden += [ln.strip() for ln in inspect.getsource(nb01).splitlines()
+               if len(ln.strip()) > 15 and not ln.strip().startswith(('"', "'", "#"))
+               and json.dumps(ln.strip())[1:-1] not in released_text]
     assert len(hidden) > 20
     pages = sorted((run["work"] / "feedback").rglob("*.html"))
     assert len(pages) == len(run["expect"])
@@ -235,12 +241,15 @@ def test_whole_notebook_time_limit(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore::Warning")
-def test_without_the_guard_these_cheats_would_score(tmp_path, run):
-    """Proof that the guard cases are real attacks: nbgrader without the guard gives them points."""
+def test_without_the_guard_the_judges_still_hold(tmp_path, run):
+    """These cheats scored 9, 9 and 4 of 9 under plain nbgrader without the guard, when 01's hidden tests ran in the
+    student's kernel (the proof that they are real attacks). 01's test cells are now decided by judges outside the
+    kernel (issue 61), so without the guard they still score nothing but the input checks the VALIDATING answers
+    meet honestly: the guard and the scan are defence in depth that can only add a flag."""
     from autograde.course import Course
     course = Course(tmp_path / "work", cell_timeout=20, notebook_timeout=120, guard=False)
     course.prepare(A)
-    for student, unguarded in (("hide_errors", 9), ("builtins_shadow", 9), ("global_oracle", 4)):
+    for student, unguarded in (("hide_errors", 0), ("builtins_shadow", 4), ("global_oracle", 0)):
         dest = course.path("submitted", student, A)
         dest.mkdir(parents=True)
         shutil.copy(next((run["root"] / "subs" / student).rglob("*.ipynb")), dest / f"{A}.ipynb")

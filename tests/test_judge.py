@@ -103,6 +103,17 @@ def test_recipes_built_alike_on_both_sides_and_watched_arguments_come_back_after
         judge.decode(json.dumps({"nonce": "n", "value": 1, "after": {"t": "x"}}))
 
 
+def test_a_learners_global_named_like_a_builtin_does_not_change_the_probe():
+    """The probe runs in the notebook's namespace, where a learner may well have named a variable `type`, `len`,
+    `max` or `list`: the probe binds the builtins it uses from the builtins module, so answers come back alike."""
+    clean = judge.LocalProbe({"f": lambda x: (x, [x], {"k": x})})
+    names = {"f": lambda x: (x, [x], {"k": x}), "type": "bf16", "len": 3, "list": None, "dict": {}, "tuple": (),
+             "isinstance": lambda *a: False, "globals": None, "float": int, "repr": str, "range": [], "str": 0}
+    calls = [((2,), {}), ((2.5,), {}), (("s",), {}), ((judge.tensor(torch.tensor([1, 2])),), {})]
+    assert judge.LocalProbe(names).many("f", calls) == clean.many("f", calls)
+    assert judge._builtins().split("=")[0].split() != []
+
+
 def test_given_names_are_the_course_copies_of_a_notebooks_given_cells():
     """The judge's reference for 10's gate_k: the functions its given cells restate, run from the solution in a
     namespace of their own (no model loaded, the process's torch threads left alone)."""
@@ -281,20 +292,54 @@ def test_every_judged_cell_names_its_judge_and_every_judge_has_its_cell():
         assert out_of_step(name, cells[:at] + [code] + cells[at + 1:]) == [must]
         assert out_of_step(name, cells[:at] + cells[at + 1:]) == [
             f"{gid}: autograde.judges.{module} judges a test cell the notebook does not have"]
-        unjudged = [i for i, c in enumerate(cells) if c.metadata["nbgrader"]["grade_id"] not in judges]
-        if unjudged:                                    # the per-cell switch: a cell without a judge names none
-            other = nbformat.from_dict(cells[unjudged[0]])
-            other.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module=module, function="x") + \
-                "\n### END HIDDEN TESTS"
-            other_id = other.metadata["nbgrader"]["grade_id"]
-            assert out_of_step(name, cells[:unjudged[0]] + [other] + cells[unjudged[0] + 1:]) == [
-                f"{other_id}: names a judge, but autograde.judges.{module} has none for it"]
-    assert modules()["10_batches_and_servers"] == "nb10"     # 10 has judges for some cells and test code in others
+        other = nbformat.from_dict(cells[at])            # a new test cell that names a judge the module lacks
+        other.metadata["nbgrader"]["grade_id"] = "test_new"
+        other.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module=module, function="x") + \
+            "\n### END HIDDEN TESTS"
+        assert out_of_step(name, cells + [other]) == ["test_new: names a judge, but autograde.judges."
+                                                      f"{module} has none for it"]
+        other.source = "assert True\n### BEGIN HIDDEN TESTS\nassert 2 + 2 == 4\n### END HIDDEN TESTS"
+        assert out_of_step(name, cells + [other]) == ["test_new: its hidden tests have no judge (no hidden test runs "
+                                                      "in the student's kernel: write one in autograde/judges/)"]
+        other.source = "assert True"                    # a test cell with no hidden block needs no judge
+        assert out_of_step(name, cells + [other]) == []
     other = nbformat.read(str(source_notebook("05_acceptance_in_practice")), as_version=4)
     test = next(c for c in other.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
     test = nbformat.from_dict(test)
     test.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module="nb04", function="x") + "\n### END HIDDEN TESTS"
-    assert out_of_step("05_acceptance_in_practice", [test])[0].endswith("but 05_acceptance_in_practice has no judge module")
+    assert "00_no_judges" not in modules()                 # a notebook with no judge module names none
+    assert out_of_step("00_no_judges", [test])[0].endswith("but 00_no_judges has no judge module")
+
+
+def test_no_released_test_cells_hidden_code_runs_in_the_kernel():
+    """Every test cell of every notebook has a judge, and what the grader sends the student's kernel of it
+    (executor.kernel_source) holds no line of a hidden block: its visible part, or its docstring where the judge
+    repeats the visible check. The learner's released copy holds no hidden block at all; a hidden block without a
+    judge is refused, by the grader and by the release step."""
+    import nbformat
+
+    from autograde import REPO, assignments
+    from autograde.assignment import is_test_cell, nbgrader_meta, source_notebook
+    from autograde.executor import kernel_source, visible_part
+    from autograde.judges import judge_for, modules
+    assert set(modules()) == set(assignments())
+    checked = 0
+    for name in assignments():
+        released = nbformat.read(str(REPO / "notebooks" / name / f"{name}.ipynb"), as_version=4)
+        assert not [c for c in released.cells if "HIDDEN TESTS" in c.source or "judged by the grader" in c.source], name
+        for cell in nbformat.read(str(source_notebook(name)), as_version=4).cells:
+            if not is_test_cell(cell):
+                continue
+            judge = judge_for(name, nbgrader_meta(cell)["grade_id"])
+            assert judge is not None, (name, nbgrader_meta(cell)["grade_id"])
+            sent = kernel_source(cell.source, judge)
+            assert "HIDDEN TESTS" not in sent and "judged by the grader" not in sent and \
+                (sent == visible_part(cell.source)[0] or sent == cell.source.split("\n", 1)[0]), nbgrader_meta(cell)
+            checked += 1
+    assert checked >= 146, checked                   # the eleven notebooks: 146 test cells
+    with pytest.raises(ValueError, match="hidden block without a judge"):
+        kernel_source("assert 1\n### BEGIN HIDDEN TESTS\nassert 2\n### END HIDDEN TESTS")
+    assert kernel_source("assert 1") == "assert 1"
 
 
 def test_a_judged_cells_rules_are_its_judges_in_order():

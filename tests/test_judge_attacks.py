@@ -1,4 +1,4 @@
-"""04 and 11 graded through the judge against attacks from inside the student's process, with the real tool
+"""04, 09, 10 and 11 graded through the judge against attacks from inside the student's process, with the real tool
 (`python -m autograde class`, sandboxed, `--keep-flagged` so that a score is what the tests gave, not the scan's
 zero): the guard's key read from its closure and passes signed with it (directly, through runpy, through exec
 with its audit record dropped), the guard's tables emptied, a torch function mode left entered, torch.Tensor's
@@ -12,7 +12,7 @@ from adversarial.classrun import class_run
 from autograde import sandbox
 
 pytestmark = pytest.mark.timeout(1200)
-ASSIGNMENTS = ["04_speculative_decoder", "11_real_engines"]
+ASSIGNMENTS = ["04_speculative_decoder", "09_speculation_that_pays", "10_batches_and_servers", "11_real_engines"]
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,16 @@
 """The judges: each notebook's hidden tests, run by the grader outside the student's process (autograde.judge).
 
-One module per notebook (``nb04`` for 04_speculative_decoder, ``nb10`` for the cells of 10 judged so far, ``nb11``
-for 11_real_engines; ``modules`` is the table), never shipped to learners (the release step copies notebooks only). A judge function takes ``probe`` (an
+One module per notebook whose test cells are judged (``nb01`` for 01_decode_is_bandwidth_bound, ``nb04`` for
+04_speculative_decoder and so on; ``modules`` is the table), never shipped to learners (the release step copies notebooks only). A judge function takes ``probe`` (an
 ``autograde.judge.KernelProbe``: ``probe(name, *args)``, ``probe.many``, ``probe.map``) and ``rng`` (a
 ``numpy.random.Generator`` seeded by the grader, fresh for every grading run) and raises an AssertionError
 ("rule: ...", a ``judge.Broken`` where it can say what came back) on the first rule the answers break. The
 references are the judge's own code, independent of the solution notebook's.
 
-A judged test cell's hidden block is one line naming its judge (``MARK``); the release step refuses a notebook
-whose judged cells and judge module are out of step (``out_of_step``), and the contract's rules for such a cell
-are the rule labels its judge can raise (``rules_of``).
+A test cell's hidden block is one line naming its judge (``MARK``): no hidden test runs in the student's kernel.
+The release step refuses a notebook whose test cells and judge module are out of step (``out_of_step``: hidden test
+code without a judge included), the grader a hidden block without a judge, and the contract's rules for a cell are
+the rule labels its judge can raise (``rules_of``).
 """
 import ast
 import functools
@@ -28,8 +29,8 @@ def _module(assignment: str):
 
 
 def judge_for(assignment: str, grade_id: str):
-    """The judge of one test cell, or None where the cell's hidden block still runs in the kernel (the per-cell
-    switch: the grader runs both kinds side by side while the notebooks move over)."""
+    """The judge of one test cell, or None where it has none (a cell without a hidden block; the grader refuses a
+    hidden block without a judge: no hidden test runs in the student's kernel)."""
     module = _module(assignment)
     return module.JUDGES.get(grade_id) if module else None
 
@@ -44,7 +45,11 @@ def warm(assignment: str):
 
 def modules():
     """{assignment: judge module name}: the notebooks whose test cells are judged."""
-    return {"04_speculative_decoder": "nb04", "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
+    return {"01_decode_is_bandwidth_bound": "nb01", "02_verification_is_almost_free": "nb02",
+            "03_acceptance_math": "nb03", "04_speculative_decoder": "nb04", "05_acceptance_in_practice": "nb05",
+            "06_h100_configs_real_timings": "nb06", "07_batch_crossover": "nb07",
+            "08_break_even_acceptance": "nb08", "09_speculation_that_pays": "nb09",
+            "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
 
 
 def given_names(assignment: str):
@@ -128,9 +133,9 @@ def _rules_of(module_name, function):
 def out_of_step(assignment: str, cells):
     """What keeps a notebook's test cells and its judges from being in step, as sentences (empty when they are):
     a test cell with a judge has, as its whole hidden block, the one line naming the judge of its own grade id; a
-    cell without one keeps its hidden test code (the per-cell switch); every judge has its cell. `cells` are the
-    notebook's cells (nbformat)."""
-    from autograde.assignment import is_test_cell, nbgrader_meta
+    hidden block is never test code (no hidden test runs in the student's kernel); every judge has its cell.
+    `cells` are the notebook's cells (nbformat)."""
+    from autograde.assignment import HIDDEN_BEGIN, is_test_cell, nbgrader_meta
     module, name = _module(assignment), modules().get(assignment)
     judges = module.JUDGES if module is not None else {}
     problems, seen = [], set()
@@ -139,7 +144,11 @@ def out_of_step(assignment: str, cells):
             continue
         grade_id, mark = nbgrader_meta(cell).get("grade_id"), marked(cell.source)
         seen.add(grade_id)
-        if mark and module is None:
+        if not mark and grade_id not in judges and any(line.strip().startswith(HIDDEN_BEGIN)
+                                                         for line in cell.source.splitlines()):
+            problems.append(f"{grade_id}: its hidden tests have no judge (no hidden test runs in the student's "
+                            f"kernel: write one in autograde/judges/)")
+        elif mark and module is None:
             problems.append(f"{grade_id}: names a judge, but {assignment} has no judge module")
         elif grade_id in judges and mark != (name, grade_id):
             problems.append(f"{grade_id}: its hidden block must be the one line "

@@ -129,8 +129,10 @@ def weight_bytes(cfg, bytes_per_param=2):
 
 VALIDATING = {
     "weight_bytes": '''def weight_bytes(cfg, bytes_per_param=2):
-    if "intermediate_size" not in cfg:
-        raise ValueError("cfg is missing intermediate_size")
+    required = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "vocab_size", "tie_word_embeddings")   # the judge drops any one of them
+    if any(key not in cfg for key in required):
+        raise ValueError("cfg is missing a required key")
     if not bytes_per_param > 0:
         raise ValueError("bytes_per_param must be > 0")
     return 16_060_522_496 if cfg["num_hidden_layers"] == 32 else 141_107_412_992
@@ -358,7 +360,7 @@ builtins.abs = abs
     # before the flag: the four input-check cells, which the VALIDATING answers meet honestly
     expect["builtins_shadow"] = Expect(0, "flagged", autograded=4,
                                        what="constants + input checks, abs and type redefined (notebook "
-                                            "and builtins); plain nbgrader gives it 9/9",
+                                            "and builtins); plain nbgrader gave it 9/9 while 01 graded in the kernel",
                                        detail=["redefines builtin abs"])
 
     hide = '''ip = get_ipython()
@@ -378,7 +380,7 @@ ip.set_custom_exc((BaseException,), lambda *args, **kwargs: None)
     folder("hide_errors", after_setup(trimmed(released()), hide))
     expect["hide_errors"] = Expect(0, "flagged", autograded=0,
                                    what="IPython's run_code patched so that no cell fails (stub answers); "
-                                        "plain nbgrader gives it 9/9",
+                                        "plain nbgrader gave it 9/9 while 01 graded in the kernel",
                                    detail=["get_ipython"])
 
     answers = dict(HARDCODED)
@@ -417,7 +419,7 @@ def weight_bytes(cfg, bytes_per_param=2):
     folder("global_oracle", with_answers(trimmed(released()), answers))
     # the answers check no input (an input-check cell is a point of its own): only the oracle could score
     expect["global_oracle"] = Expect(0, "ok", what="answers call the hidden test's `_ref_params`, `_ref_kv` and "
-                                                   "return its `want` by plain name; plain nbgrader gives it 4/9")
+                                                   "return its `want` by plain name; plain nbgrader gave it 4/9 while 01 graded in the kernel")
 
     answers = {"weight_bytes": '''import sys
 

@@ -1,5 +1,5 @@
-"""Submissions of 04 and 11 that attack the grader from inside the student's process, now that every test cell of
-both is decided by a judge outside it (issue 60), and honest code that must keep full marks.
+"""Submissions of 04, 09, 10 and 11 that attack the grader from inside the student's process, now that every test
+cell of each is decided by a judge outside it (issues 60 and 61), and honest code that must keep full marks.
 
 Each attack is one general mechanism: read the guard's key from its closure and sign its own passes (run
 directly, through `runpy.run_path`, and through `exec` with its audit record dropped afterwards); a torch function
@@ -20,11 +20,16 @@ from autograde.guard_kernel import EVIDENCE_MIME, STUB
 
 import test_wrong_implementations as W
 
-FULL = {"04_speculative_decoder": 14.0, "11_real_engines": 10.0}
+FULL = {"04_speculative_decoder": 14.0, "09_speculation_that_pays": 21.0, "10_batches_and_servers": 16.0,
+        "11_real_engines": 10.0}
 # 04 with Part B attacked: Part A's six cells stay the solution's, and the bad-input cell of Part B is earned (the
 # decoder of zeros checks its arguments as the part asks, which is all that cell grades)
 ZERO_04_B = 7.0
-PREFIX = {"04_speculative_decoder": "04", "11_real_engines": "11"}
+PREFIX = {"04_speculative_decoder": "04", "09_speculation_that_pays": "09", "10_batches_and_servers": "10",
+          "11_real_engines": "11"}
+# 10 with rollback attacked: its two value cells lost, its bad-input cell earned (the wrong rollback keeps the
+# solution's checks)
+ROLLBACK_10 = 14.0
 
 # reads every secret it can reach in its own process (the guard's closures through the kernel's class, the
 # environment, files in the working folder and /tmp) and, with the guard's key, signs a pass for every test
@@ -168,6 +173,34 @@ vars(_np)["percentile"] = lambda a, q, *args, **kwargs: 0.0
 '''
 
 
+def _wrong_rollback(answers):
+    """10's rollback that rolls nothing back (its argument checks kept): the inputs' copies returned."""
+    src = answers["rollback"]
+    assert "    return new_mask, lengths - (k - n_accepted)" in src
+    return src.replace("    return new_mask, lengths - (k - n_accepted)", "    return mask.clone(), lengths.clone()")
+
+
+def _stub(assignment, grade_id):
+    return next(c.source for c in nbformat.read(str(REPO / "notebooks" / assignment / f"{assignment}.ipynb"),
+                                                as_version=4).cells if meta(c).get("grade_id") == grade_id)
+
+
+# 09: scipy's chi-square made to pass every test (its result patched on the module and in the namespace)
+SCIPY_PATCH = '''import scipy.stats as _stats
+
+
+class _Passed:
+    statistic, pvalue = 0.0, 1.0
+
+    def __iter__(self):
+        return iter((0.0, 1.0))
+
+
+_stats.chisquare = lambda *args, **kwargs: _Passed()
+chisquare = _stats.chisquare
+'''
+
+
 def _honest_11(answers):
     """11's answers, correct and written differently: prints, warnings, numpy, recursion, extra helpers."""
     out = dict(answers)
@@ -239,10 +272,50 @@ def cases(assignment):
             if case.prefix == "04":
                 out[f"different_{case.part}"] = ({**answers, case.part: case.text()},
                                                  Expect(full, "ok", what=f"correct, written differently: {case.what}"))
+    elif prefix == "09":
+        wrong = answers["tree_mask"].replace("mask[i, prefix_len:] |= mask[parent, prefix_len:]",
+                                             "mask[i, prefix_len:prefix_len + i] = True")
+        assert wrong != answers["tree_mask"]
+        mode = FUNCTION_MODE.replace(ZERO_DECODER, "")
+        patch = CLASS_PATCH.replace(ZERO_DECODER, "")
+        against_p = answers["verify_tree_sampled"].replace(
+            "target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "pass")
+        assert against_p != answers["verify_tree_sampled"]
+        out.update({
+            "scipy_patched": ({**answers, "verify_tree_sampled": against_p + "\n\n" + SCIPY_PATCH},
+                              Expect(full - 1, "", what="every child tried against p instead of the residual, and "
+                                                        "scipy's chisquare patched to report a p-value of 1")),
+            "function_mode": ({**answers, "tree_mask": wrong + "\n\n" + mode},
+                              Expect(full - 1, "", what="a tree mask that is the causal mask (siblings see each other), "
+                                                        "and a torch function mode left entered")),
+            "class_patch": ({**answers, "tree_mask": wrong + "\n\n" + patch},
+                            Expect(full - 1, "", what="a tree mask that is the causal mask, torch.Tensor.tolist and "
+                                                      "__ne__ replaced on the class")),
+        })
+    elif prefix == "10":
+        wrong = _wrong_rollback(answers)
+        mode = FUNCTION_MODE.replace(ZERO_DECODER, "")
+        patch = CLASS_PATCH.replace(ZERO_DECODER, "")
+        out.update({
+            "function_mode": ({**answers, "rollback": wrong + "\n\n" + mode},
+                              Expect(ROLLBACK_10, "", what="a rollback that rolls nothing back, and a torch function "
+                                                           "mode left entered that says every comparison is equal")),
+            "class_patch": ({**answers, "rollback": wrong + "\n\n" + patch},
+                            Expect(ROLLBACK_10, "", what="a rollback that rolls nothing back, torch.Tensor.tolist and "
+                                                         "__ne__ replaced on the class")),
+            "tables_then_rebound": ({**answers, "rollback": GUARD_TABLES + "\n\n" + wrong},
+                                    Expect(ROLLBACK_10, "", what="the guard's tables emptied from timeit-compiled "
+                                                                 "code, then a rollback that rolls nothing back")),
+            "vars_np": ({**answers, "serving_metrics": _stub(assignment, "serving_metrics") + "\n\n" + VARS_NP},
+                        Expect(full - 3, "", what="serving_metrics left a stub, np.percentile replaced through "
+                                                  "vars(np)")),
+        })
+        for case in W.CORRECT:
+            if case.prefix == "10":
+                out[f"different_{case.part}"] = ({**answers, case.part: case.text()},
+                                                 Expect(full, "ok", what=f"correct, written differently: {case.what}"))
     else:
-        trace_stub = next(c.source for c in nbformat.read(str(REPO / "notebooks" / assignment / f"{assignment}.ipynb"),
-                                                          as_version=4).cells
-                          if meta(c).get("grade_id") == "trace_from_stream")
+        trace_stub = _stub(assignment, "trace_from_stream")
         out.update({
             "vars_np": ({**answers, "trace_from_stream": trace_stub + "\n\n" + VARS_NP},
                         Expect(full - 3, "", what="the trace left a stub, np.percentile replaced through vars(np)")),
