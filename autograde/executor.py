@@ -364,6 +364,16 @@ class SandboxedExecute(Execute):
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
         return err
 
+    def _unjudged(self, cell):
+        """The error output of a judged cell left unjudged because a locked cell failed before it."""
+        failed = self._record.locked_errors[0]
+        message = (f"not judged: the course cell {failed['grade_id']!r} failed before it ({failed['ename']}), so the "
+                   f"notebook lacks what its tests build on")
+        err = _error_output("NotJudged", message)
+        err.traceback = [f"autograde: test cell line {visible_part(cell.source)[1] or cell.source.count(chr(10)) + 2}",
+                         f"NotJudged: {message}"]
+        return err
+
     def create_kernel_manager(self):
         ksm = KernelSpecManager(kernel_dirs=[str(self._run_dir / "spec")], ensure_native_kernel=False)
         self.kernel_name = KERNEL_NAME
@@ -485,7 +495,9 @@ class SandboxedExecute(Execute):
                 err.traceback = ["autograde: test cell line 0", f"GraderIntegrityError: {message}"]
                 self._errors.setdefault(index, []).append(err)
         if index in self._judged and not self._stopped and not self._errors.get(index):
-            err = self._judge(index, cell)
+            # a course cell (setup, a given cell) that failed leaves the notebook without what the judges build on
+            # (the course's data, its given names): the cell fails unjudged and the run reports that cell's error
+            err = self._unjudged(cell) if self._record.locked_errors else self._judge(index, cell)
             if err is not None:
                 self._errors.setdefault(index, []).append(err)
         # an error output can never be cleared or dropped (a test cell must not pass by losing it)

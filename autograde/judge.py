@@ -67,6 +67,16 @@ def value_of(answer, rule):
     return value
 
 
+def number_of(answer, rule):
+    """The number that came back (a plain number, or a NumPy or torch scalar, as float() reads it), or `rule`
+    broken with what came back instead."""
+    got = value_of(answer, rule)
+    try:
+        return float(got)
+    except (TypeError, ValueError):
+        raise Broken(rule, describe(answer)) from None
+
+
 def value_errors(answers, names, raises, named):
     """Bad input, the judges' one idiom: each answer must be a ValueError (else the rule `raises` is broken) whose
     message names its argument, ``names[j]``: a name, or a tuple of names any of which will do (else `named`)."""

@@ -342,6 +342,29 @@ def test_no_released_test_cells_hidden_code_runs_in_the_kernel():
     assert kernel_source("assert 1") == "assert 1"
 
 
+def test_no_test_cells_visible_part_ends_by_displaying_a_value():
+    """What a test cell keeps is its visible part, so its last statement is now its visible part's last: a bare
+    expression there displays its value, which nbgrader's Validator reads as partial credit ("partial credit
+    cannot be greater than maximum points" for ridge_point's 295.3). Its value must be assigned instead."""
+    import ast
+
+    import nbformat
+
+    from autograde import assignments
+    from autograde.assignment import is_test_cell, nbgrader_meta, source_notebook
+    from autograde.executor import visible_part
+    shown = []
+    for name in assignments():
+        for cell in nbformat.read(str(source_notebook(name)), as_version=4).cells:
+            if is_test_cell(cell):
+                body = ast.parse(visible_part(cell.source)[0]).body
+                last = body[-1] if body else None
+                if isinstance(last, ast.Expr) and not (isinstance(last.value, ast.Constant)
+                                                       and isinstance(last.value.value, str)):
+                    shown.append((name, nbgrader_meta(cell)["grade_id"]))
+    assert shown == []
+
+
 def test_a_judged_cells_rules_are_its_judges_in_order():
     """The contract's rules of a judged cell are read from its judge: the labels of the judge function and of the
     module's helpers and constants it names, in source order."""

@@ -7,7 +7,7 @@ drawn from the grader's generator; the references are the judge's own formulas.
 """
 from __future__ import annotations
 
-from autograde.judge import Broken, describe, value_errors, value_of
+from autograde.judge import Broken, describe, number_of, value_errors, value_of
 
 REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "vocab_size", "tie_word_embeddings")
@@ -21,15 +21,6 @@ def _configs():
 def _hardware():
     from specdec.tables import load_hardware
     return list(load_hardware().values())
-
-
-def _number(answer, rule):
-    """The number that came back (a plain number, or a NumPy or torch scalar, as float() reads it), else Broken."""
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
 
 
 def _params(c):
@@ -86,12 +77,12 @@ def test_weight_bytes_models(probe, rng):
     rule = "rule: formula: other models (tied embeddings: no separate LM head) and other bytes_per_param"
     for (c, b), answer in zip(tied, answers):
         want = _params(c) * b
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:            # the type is test_weight_bytes' rule
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:            # the type is test_weight_bytes' rule
             raise AssertionError(rule)
     rule = "rule: formula: other models, head_dim from the config when present (else hidden_size // num_attention_heads)"
     for (c, b), answer in zip(made, answers[len(tied):]):
         want = _params(c) * b
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -117,7 +108,7 @@ def test_ridge_point(probe, rng):
     for j, ((f, bw), answer) in enumerate(zip(machines + drawn, answers)):
         rule = ("rule: other hardware: FLOP/s / bandwidth (the ridge of another GPU)" if j < len(machines)
                 else "rule: formula: FLOP/s / bandwidth for any positive pair")
-        if not abs(_number(answer, rule) - f / bw) <= 1e-9 * f / bw:
+        if not abs(number_of(answer, rule) - f / bw) <= 1e-9 * f / bw:
             raise AssertionError(rule)
 
 
@@ -146,7 +137,7 @@ def test_kv_bytes_per_token(probe, rng):
     for j, ((c, b), answer) in enumerate(zip(tables + made, answers)):
         rule = ("rule: formula: 2 x layers x KV heads x head_dim x bytes_per_elem (other models and byte widths)"
                 if j < len(tables) else "rule: formula: other models, head_dim defaulting as in Part A")
-        if not abs(_number(answer, rule) - _kv(c, b)) < 1e-9:
+        if not abs(number_of(answer, rule) - _kv(c, b)) < 1e-9:
             raise AssertionError(rule)
 
 
@@ -174,11 +165,11 @@ def test_decode_step_seconds(probe, rng):
     answers = probe.many(STEP, [((w, bw), {"kv_bytes": kv}) for w, bw, kv in drawn] + [(m, {}) for m in machines])
     rule = "rule: formula: (weight bytes + KV bytes) / bandwidth, in seconds"
     for (w, bw, kv), answer in zip(drawn, answers):
-        if not abs(_number(answer, rule) - (w + kv) / bw) <= 1e-9 * (w + kv) / bw:
+        if not abs(number_of(answer, rule) - (w + kv) / bw) <= 1e-9 * (w + kv) / bw:
             raise AssertionError(rule)
     rule = "rule: other hardware: weight bytes / bandwidth (another GPU's bandwidth)"
     for (w, bw), answer in zip(machines, answers[len(drawn):]):
-        if not abs(_number(answer, rule) - w / bw) <= 1e-9 * w / bw:
+        if not abs(number_of(answer, rule) - w / bw) <= 1e-9 * w / bw:
             raise AssertionError(rule)
 
 

@@ -6,20 +6,12 @@ the grader's generator; the references are the judge's own formulas.
 """
 from __future__ import annotations
 
-from autograde.judge import Broken, describe, value_errors, value_of
+from autograde.judge import Broken, describe, number_of, value_errors, value_of
 
 
 def _ridges():
     from specdec.tables import load_hardware
     return [hw.flops_per_s / hw.bandwidth_bytes_per_s for hw in load_hardware().values()]
-
-
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
 
 
 # ------------------------------------------------------------------------------------ A: width_where_cost_grows
@@ -51,7 +43,7 @@ def test_width_where_cost_grows_byte_widths(probe, rng):
     for j, ((r, b), answer) in enumerate(zip(gpus + drawn, answers)):
         rule = ("rule: other hardware: w* = ridge x bytes_per_param / 2 (another GPU's ridge, other byte widths)"
                 if j < len(gpus) else "rule: formula: w* = ridge x bytes_per_param / 2 for any positive pair")
-        if not abs(_number(answer, rule) - r * b / 2) <= 1e-9 * r * b / 2:      # the type is the cell above's rule
+        if not abs(number_of(answer, rule) - r * b / 2) <= 1e-9 * r * b / 2:      # the type is the cell above's rule
             raise AssertionError(rule)
 
 
@@ -106,7 +98,7 @@ def test_predicted_cost_ratio_batch(probe, rng):
         rule = OTHER if j < len(gpus) else ("rule: formula: max(1, B w / w*) / max(1, B / w*) (both steps "
                                            "compute-bound)" if j == len(gpus) else FORMULA)
         want = _ref(*c)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:              # the type is the cell above's rule
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:              # the type is the cell above's rule
             raise AssertionError(rule)
 
 

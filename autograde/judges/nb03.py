@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import math
 
-from autograde.judge import Broken, describe, nonfinite, value_errors, value_of
+from autograde.judge import Broken, describe, nonfinite, number_of, value_errors, value_of
 
 
 def _series(a, k):
     return float(sum(a ** i for i in range(k + 1)))          # the series itself: no division
-
-
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
 
 
 def _plain_float(answer, rule):
@@ -50,10 +42,10 @@ def test_expected_tokens_formula(probe, rng):
     rule = "rule: formula: (1 - alpha^(k+1)) / (1 - alpha) at other alpha and k"
     for (a_, k_), answer in zip(cases, answers):
         want = _series(a_, k_)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:          # the type is test_expected_tokens' rule
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:          # the type is test_expected_tokens' rule
             raise AssertionError(rule)
     rule = "rule: formula: (1 - alpha^(k+1)) / (1 - alpha) grows with alpha and with k"
-    low, mid, high = (_number(answer, rule) for answer in answers[len(cases):])
+    low, mid, high = (number_of(answer, rule) for answer in answers[len(cases):])
     if not low < mid < high:
         raise AssertionError(rule)
 
@@ -71,7 +63,7 @@ def test_expected_tokens_edges(probe, rng):
         if _plain_float(answer, rule) != want:
             raise AssertionError(rule)
     rule = "rule: formula: just below alpha = 1 the closed form approaches k + 1"
-    if not abs(_number(answers[-1], rule) - 5.0) <= 1e-4:
+    if not abs(number_of(answers[-1], rule) - 5.0) <= 1e-4:
         raise AssertionError(rule)
 
 
@@ -111,13 +103,13 @@ def test_simulate_tokens_per_round(probe, rng):
             raise AssertionError("rule: simulation: the mean tokens per round (accepted prefix + 1) at other alpha and "
                                  "k, within 5 standard errors")
     rule = "rule: simulation: random rounds drawn with np.random.default_rng(seed) (other seeds, other estimates)"
-    if _number(answers[len(cases)], rule) == _number(answers[len(cases) + 1], rule):
+    if number_of(answers[len(cases)], rule) == number_of(answers[len(cases) + 1], rule):
         raise AssertionError(rule)
     rule = "rule: simulation: at alpha 1 every draft is accepted (k + 1 tokens per round)"
-    if _number(answers[-2], rule) != k + 1:
+    if number_of(answers[-2], rule) != k + 1:
         raise AssertionError(rule)
     rule = "rule: simulation: at alpha 0 no draft is accepted (1 token per round)"
-    if _number(answers[-1], rule) != 1.0:
+    if number_of(answers[-1], rule) != 1.0:
         raise AssertionError(rule)
 
 
@@ -150,7 +142,7 @@ def test_speedup(probe, rng):
         [((0.0, k, 0.0), 1.0, 0.0) for k in ks]
     rule = "rule: formula: expected_tokens(alpha, k) / (k c + 1) at the edges of alpha and c"
     for (_, want, tol), answer in zip(edges, probe.many(SPEEDUP, [(args, {}) for args, _, _ in edges])):
-        if not abs(_number(answer, rule) - want) <= tol:
+        if not abs(number_of(answer, rule) - want) <= tol:
             raise AssertionError(rule)
 
 

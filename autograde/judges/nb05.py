@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograde.judge import Broken, Tensor, describe, nonfinite, tensor, value_errors, value_of
-
-
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
+from autograde.judge import Broken, Tensor, describe, nonfinite, number_of, tensor, value_errors, value_of
 
 
 def _torch():
@@ -69,15 +61,15 @@ def test_estimate_alpha_formula(probe, rng):
     answers = probe.many(ALPHA, [(args, {}) for args, _, _ in fixed] + [(c, {}) for c in drawn]
                          + [(c, {}) for _, c in known])
     for (_, want, rule), answer in zip(fixed, answers):
-        if not abs(_number(answer, rule) - want) < 1e-12:
+        if not abs(number_of(answer, rule) - want) < 1e-12:
             raise AssertionError(rule)
     rule = "rule: formula: sum(n) / (sum(n) + rounds with n < k) on other counts"
     for c, answer in zip(drawn, answers[len(fixed):]):
-        if not abs(_number(answer, rule) - _mle(*c)) < 1e-12:               # the type is test_estimate_alpha's rule
+        if not abs(number_of(answer, rule) - _mle(*c)) < 1e-12:               # the type is test_estimate_alpha's rule
             raise AssertionError(rule)
     rule = "rule: formula: the maximum-likelihood estimate recovers a known alpha from simulated rounds"
     for (alpha, _), answer in zip(known, answers[len(fixed) + len(drawn):]):
-        if not abs(_number(answer, rule) - alpha) < 0.015:
+        if not abs(number_of(answer, rule) - alpha) < 0.015:
             raise AssertionError(rule)
 
 
@@ -231,10 +223,10 @@ def test_predicted_speedup_formula(probe, rng):
     for (a_, k, t), answer in zip(cases, answers):
         e = float(k + 1) if a_ == 1 else (1 - a_ ** (k + 1)) / (1 - a_)
         want = e / (k * t["c"] + t["c_round"] + t["v"][k] + t["o"])
-        if not abs(_number(answer, rule) - want) < 1e-9 * want:            # the type is test_predicted_speedup's rule
+        if not abs(number_of(answer, rule) - want) < 1e-9 * want:            # the type is test_predicted_speedup's rule
             raise AssertionError(rule)
     rule = "rule: formula: a free draft, no overhead and v 1 give E(alpha, k)"
-    if not abs(_number(answers[-1], rule) - (1 + a + a * a)) < 1e-12:
+    if not abs(number_of(answers[-1], rule) - (1 + a + a * a)) < 1e-12:
         raise AssertionError(rule)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from autograde.judge import Broken, Tensor, call, describe, item, named, value_errors, value_of
+from autograde.judge import Broken, Tensor, call, describe, item, named, number_of, value_errors, value_of
 
 PAIRS = [("Llama-3.1-70B", "Llama-3.1-8B"), ("Llama-3.1-70B", "Llama-3.2-1B"), ("Llama-3.1-70B", "Llama-3.2-3B"),
          ("Llama-3.1-8B", "Llama-3.2-1B"), ("Llama-3.1-8B", "Llama-3.2-3B"), ("Llama-3.2-3B", "Llama-3.2-1B")]
@@ -50,14 +50,6 @@ def _step(c, bw, fl, n, t, b=2):
     return max(p * b / (n * bw), 2 * p * t / (n * fl))
 
 
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
-
-
 def _index(answer, rule):
     """An int that came back (a plain int or an integer NumPy or torch scalar, as operator.index reads it)."""
     got = value_of(answer, rule)
@@ -86,7 +78,7 @@ def test_roofline_step_seconds(probe, rng):
             "/ (n_gpus x FLOP/s))")
     for (c, g, n, t, b), answer in zip(cases, answers):
         want = _step(c, g[1], g[2], n, t, b)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -115,7 +107,7 @@ def test_roofline_step_seconds_models(probe, rng):
     rule = "rule: other models: max(memory time, compute time) with parameters = weight_bytes(cfg, 1)"
     for (c, g, t), answer in zip(cases, answers):
         want = _step(c, g[1], g[2], 1, t)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -159,7 +151,7 @@ def test_spec_tokens_per_second(probe, rng):
             "tokens)")
     for (tc, dc, g, n, a, k, f), answer in zip(cases, answers):
         want = _tps(tc, dc, g[1], g[2], n, a, k, f)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -180,7 +172,7 @@ def test_spec_tokens_per_second_no_floor(probe, rng):
     rule = "rule: draft step: max(roofline_step_seconds(draft_cfg, gpu, n_gpus), draft_step_floor_s) (no floor)"
     for (tc, dc, g, n, a, k, _), answer in zip(cases, answers):
         want = _tps(tc, dc, g[1], g[2], n, a, k, 0.0)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 

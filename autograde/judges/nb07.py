@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from autograde.judge import Broken, call, describe, item, named, value_errors, value_of
+from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
 
 NVLINK, LATENCY = 450e9, 6e-6                # the notebook's NVLINK_BYTES_PER_S and ALLREDUCE_LATENCY_S
 SEARCH_LIMIT = 16384
@@ -148,14 +148,6 @@ def ref_break_even(L, a, k, t, d, g, first=1, c_round=0.0, passes=0, c_step=0.0)
     return b, b == limit
 
 
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
-
-
 def _terms_of(answer, rule):
     got = value_of(answer, rule)
     try:
@@ -185,7 +177,7 @@ def test_compute_bound_batch(probe, rng):
             raise AssertionError("rule: other hardware and k (ridge / (k + 1))")
     rule = "rule: any ridge and k (ridge / (k + 1))"
     for (r_, k), answer in zip(drawn, answers[len(machines):]):
-        if not abs(_number(answer, rule) - r_ / (k + 1)) <= 1e-9 * r_:
+        if not abs(number_of(answer, rule) - r_ / (k + 1)) <= 1e-9 * r_:
             raise AssertionError(rule)
     value_errors(answers[len(machines) + len(drawn):], [name for _, name in bad],
                  "rule: bad input (ridge <= 0 or k not an integer >= 1) must raise ValueError",
@@ -237,11 +229,11 @@ def test_step_seconds(probe, rng):
     emb = probe.many(STEP, [((x[0], h100[0], 8, 100), {}) for x in (big, o)] + [((l8[0], h100[0], 1, 0), {})])
     rule_sum = "rule: step_seconds is the sum of the terms (dependent kernels), not one max"
     for j in range(len(sums)):
-        got, step = _terms_of(terms[j], rule_sum), _number(steps[j], rule_sum)
+        got, step = _terms_of(terms[j], rule_sum), number_of(steps[j], rule_sum)
         if not abs(step - sum(got.values())) <= 1e-12 * step:
             raise AssertionError(rule_sum)
     rule = "rule: the input embedding is not streamed (only layer_bytes and lm_head_bytes are read)"
-    a, b_, c = (_number(x, rule) for x in emb)
+    a, b_, c = (number_of(x, rule) for x in emb)
     if a != b_ or not abs(c - (l8[1]["weight_bytes"] - l8[1]["lm_head_bytes"]) / h100[1].bandwidth_bytes_per_s) <= 1e-12:
         raise AssertionError(rule)
     checks = [(kv, ("attention",), "rule: each sequence's KV is read once per step for all its queries (a multi-query "
@@ -267,7 +259,7 @@ def test_step_seconds(probe, rng):
         if not (all(abs(got[key] - want[key]) <= 1e-9 * want[key] for key in ("gemm", "lm_head"))
                 and abs(got["attention"] - want["attention"]) <= 1e-9 * want["attention"] + 1e-15):
             raise AssertionError(rule)
-        step = _number(step_answer, rule_sum)
+        step = number_of(step_answer, rule_sum)
         if not abs(step - sum(got.values())) <= 1e-9 * step:
             raise AssertionError(rule_sum)
 
@@ -354,7 +346,7 @@ def test_spec_speedup(probe, rng):
     rule = "rule: other hardware, models, batch, context, alpha and k (E[T] x plain / (k x draft + verify))"
     for (b, L, a, k, t, d, g), answer in zip(cases, _speedups(probe, cases)):
         want = ref_speedup(b, L, a, k, t[1], d[1], g[1])
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -409,7 +401,7 @@ def test_spec_speedup_draft(probe, rng):
     answers = probe.many(SPEEDUP, [((b, L, a, k, t[0], d[0], g[0]), kw) for (b, L, a, k, t, d, g), kw, _, _ in checks])
     for ((b, L, a, k, t, d, g), _, extra, rule), answer in zip(checks, answers):
         want = ref_speedup(b, L, a, k, t[1], d[1], g[1], **extra)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -606,10 +598,10 @@ def test_line_speedup(probe, rng):
     answers = probe.many(LINE, calls)
     for j, (ln, b, L, tau, k, cr, ct) in enumerate(cases):
         rule = "rule: other lines, batches, contexts, tau and k (tau x step(1) / (c_round + step(k + 1)))"
-        if not abs(_number(answers[2 * j], rule) - _line_speed(ln, b, L, tau, k, cr, 0.0)) <= 1e-9 * tau:
+        if not abs(number_of(answers[2 * j], rule) - _line_speed(ln, b, L, tau, k, cr, 0.0)) <= 1e-9 * tau:
             raise AssertionError(rule)
         rule = "rule: c_token is paid per drafted token of every sequence (c_token x batch x k)"
-        if not abs(_number(answers[2 * j + 1], rule) - _line_speed(ln, b, L, tau, k, cr, ct)) <= 1e-9 * tau:
+        if not abs(number_of(answers[2 * j + 1], rule) - _line_speed(ln, b, L, tau, k, cr, ct)) <= 1e-9 * tau:
             raise AssertionError(rule)
         if type(answers[2 * j + 1][1]) is not float:
             raise Broken("rule: return a plain float", describe(answers[2 * j + 1]))

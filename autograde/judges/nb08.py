@@ -9,7 +9,7 @@ locked given cells restating notebook 07. A first draft pass given as a function
 """
 from __future__ import annotations
 
-from autograde.judge import Broken, describe, named, value_errors, value_of
+from autograde.judge import Broken, describe, named, number_of, value_errors, value_of
 from autograde.judges.nb07 import H100, _is_group, attained, group, hw, model, plain, ref_fits, ref_speedup, scaled
 
 NAMES = ("H100 SXM", "H200 SXM", "A100 80GB SXM", "L4")
@@ -56,14 +56,6 @@ def _systems(own_draft=True):
 def _ratio(b, L, k, t, d, g, first=1, c_round=0.0, passes=0, c_step=0.0):
     """The round over the plain step: at alpha 0 the speedup is plain / round."""
     return 1.0 / ref_speedup(b, L, 0.0, k, t, d, g, first, c_round, passes, c_step)
-
-
-def _number(answer, rule):
-    got = value_of(answer, rule)
-    try:
-        return float(got)
-    except (TypeError, ValueError):
-        raise Broken(rule, describe(answer)) from None
 
 
 # ------------------------------------------------------------------------------------ A: round_cost_ratio
@@ -118,7 +110,7 @@ def test_round_cost_ratio(probe, rng):
             "the round and in the plain step)")
     for ((b, L, k, t, d, g), _, ref), answer in zip(terms, answers[len(cases) + len(free):]):
         want = _ratio(b, L, k, t[1], d[1], g[1], *ref)
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -132,7 +124,7 @@ def test_round_cost_ratio_draft_gpus(probe, rng):
     for (b, L, k, t, d, g_), answer in zip(cases, probe.many(RATIO, [((b, L, k, t[0], d[0], g_[0]), {})
                                                                        for b, L, k, t, d, g_ in cases])):
         want = _ratio(b, L, k, t[1], d[1], g_[1])
-        if not abs(_number(answer, rule) - want) <= 1e-9 * want:
+        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
             raise AssertionError(rule)
 
 
@@ -192,13 +184,13 @@ def test_break_even_alpha(probe, rng):
             raise AssertionError("rule: E[T] at the returned alpha reaches the cost ratio")
     rule = "rule: cost ratios of the step model on other hardware"
     for (k, cr), answer in zip(models, answers[len(drawn):]):
-        if not abs(_number(answer, rule) - _alpha(k, cr)) <= 2e-9:
+        if not abs(number_of(answer, rule) - _alpha(k, cr)) <= 2e-9:
             raise AssertionError(rule)
     for answer in answers[len(drawn) + len(models):-1]:
         if type(value_of(answer, plain_rule)) is not float:
             raise Broken(plain_rule, describe(answer))
     rule = "rule: k 1: E = 1 + alpha"
-    if not abs(_number(answers[-1], rule) - 0.5) <= 2e-9:
+    if not abs(number_of(answers[-1], rule) - 0.5) <= 2e-9:
         raise AssertionError(rule)
 
 
@@ -206,14 +198,14 @@ def test_break_even_alpha_zero(probe, rng):
     rule = "rule: a cost ratio <= 1 needs alpha 0.0"
     cases = [(k, cr) for k in (1, 4, int(rng.integers(5, 17))) for cr in (0.5, 1.0, 0.01, float(rng.uniform(0.02, 1.0)))]
     for answer in probe.many(ALPHA, [(c, {}) for c in cases]):
-        if _number(answer, rule) != 0.0:
+        if number_of(answer, rule) != 0.0:
             raise AssertionError(rule)
 
 
 def test_break_even_alpha_top(probe, rng):
     rule = "rule: only alpha 1 reaches k + 1"
     for answer in probe.many(ALPHA, [((k, k + 1.0), {}) for k in (1, 4, 9, int(rng.integers(10, 17)))]):
-        if not abs(_number(answer, rule) - 1.0) <= 1e-7:
+        if not abs(number_of(answer, rule) - 1.0) <= 1e-7:
             raise AssertionError(rule)
 
 
