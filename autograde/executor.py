@@ -145,6 +145,12 @@ def kernel_source(source, judge=None):
     return visible
 
 
+def _judged_line(source):
+    """The line a judged cell's failure is reported at: its hidden block's first, or past the end (a cell without
+    one), so that the outcome reads as the hidden tests' (its rule is the judge's)."""
+    return visible_part(source)[1] or source.count("\n") + 2
+
+
 def _error_output(ename, evalue):
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -337,9 +343,7 @@ class SandboxedExecute(Execute):
         client = BlockingKernelClient()
         client.load_connection_info(self.km.get_connection_info())
         client.start_channels()
-        # the line the judge's failure is reported at: the hidden block's first, or past the end (a cell without
-        # one), so that the outcome reads as the hidden tests' (its rule is the judge's)
-        line = visible_part(cell.source)[1] or cell.source.count("\n") + 2
+        line = _judged_line(cell.source)
         t0, probe = time.monotonic(), None
         try:
             remaining = max(1.0, self.notebook_timeout - (time.monotonic() - self._t0))
@@ -370,8 +374,7 @@ class SandboxedExecute(Execute):
         message = (f"not judged: the course cell {failed['grade_id']!r} failed before it ({failed['ename']}), so the "
                    f"notebook lacks what its tests build on")
         err = _error_output("NotJudged", message)
-        err.traceback = [f"autograde: test cell line {visible_part(cell.source)[1] or cell.source.count(chr(10)) + 2}",
-                         f"NotJudged: {message}"]
+        err.traceback = [f"autograde: test cell line {_judged_line(cell.source)}", f"NotJudged: {message}"]
         return err
 
     def create_kernel_manager(self):

@@ -52,6 +52,22 @@ def modules():
             "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
 
 
+@functools.lru_cache(maxsize=1)
+def hardware():
+    """The course's hardware table (specdec.tables.load_hardware, data/hardware.csv), read once per process for every
+    judge that sends or prices a machine; callers must not change it."""
+    from specdec.tables import load_hardware
+    return load_hardware()
+
+
+@functools.lru_cache(maxsize=1)
+def model_configs():
+    """The course's model configs (specdec.tables.load_model_configs, data/model_configs.json), read once per process;
+    callers must not change them."""
+    from specdec.tables import load_model_configs
+    return load_model_configs()
+
+
 def given_names(assignment: str):
     """The course's own copies of what a notebook's given cells define (the earlier notebooks' answers restated
     by ``autograde.given``), in a fresh namespace of this process, for judges whose rule is stated against them
@@ -135,7 +151,8 @@ def out_of_step(assignment: str, cells):
     a test cell with a judge has, as its whole hidden block, the one line naming the judge of its own grade id; a
     hidden block is never test code (no hidden test runs in the student's kernel); every judge has its cell.
     `cells` are the notebook's cells (nbformat)."""
-    from autograde.assignment import HIDDEN_BEGIN, is_test_cell, nbgrader_meta
+    from autograde.assignment import is_test_cell, nbgrader_meta
+    from autograde.executor import visible_part
     module, name = _module(assignment), modules().get(assignment)
     judges = module.JUDGES if module is not None else {}
     problems, seen = [], set()
@@ -144,8 +161,7 @@ def out_of_step(assignment: str, cells):
             continue
         grade_id, mark = nbgrader_meta(cell).get("grade_id"), marked(cell.source)
         seen.add(grade_id)
-        if not mark and grade_id not in judges and any(line.strip().startswith(HIDDEN_BEGIN)
-                                                         for line in cell.source.splitlines()):
+        if not mark and grade_id not in judges and visible_part(cell.source)[1]:
             problems.append(f"{grade_id}: its hidden tests have no judge (no hidden test runs in the student's "
                             f"kernel: write one in autograde/judges/)")
         elif mark and module is None:

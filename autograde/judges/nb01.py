@@ -8,19 +8,18 @@ drawn from the grader's generator; the references are the judge's own formulas.
 from __future__ import annotations
 
 from autograde.judge import Broken, describe, number_of, value_errors, value_of
+from autograde.judges import hardware, model_configs
 
 REQUIRED_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "vocab_size", "tie_word_embeddings")
 
 
 def _configs():
-    from specdec.tables import load_model_configs
-    return load_model_configs()
+    return model_configs()
 
 
 def _hardware():
-    from specdec.tables import load_hardware
-    return list(load_hardware().values())
+    return list(hardware().values())
 
 
 def _params(c):

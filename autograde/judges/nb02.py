@@ -7,11 +7,11 @@ the grader's generator; the references are the judge's own formulas.
 from __future__ import annotations
 
 from autograde.judge import Broken, describe, number_of, value_errors, value_of
+from autograde.judges import hardware
 
 
 def _ridges():
-    from specdec.tables import load_hardware
-    return [hw.flops_per_s / hw.bandwidth_bytes_per_s for hw in load_hardware().values()]
+    return [hw.flops_per_s / hw.bandwidth_bytes_per_s for hw in hardware().values()]
 
 
 # ------------------------------------------------------------------------------------ A: width_where_cost_grows

@@ -11,21 +11,20 @@ from __future__ import annotations
 import math
 
 from autograde.judge import Broken, Tensor, call, describe, item, named, number_of, value_errors, value_of
+from autograde.judges import hardware, model_configs
 
 PAIRS = [("Llama-3.1-70B", "Llama-3.1-8B"), ("Llama-3.1-70B", "Llama-3.2-1B"), ("Llama-3.1-70B", "Llama-3.2-3B"),
          ("Llama-3.1-8B", "Llama-3.2-1B"), ("Llama-3.1-8B", "Llama-3.2-3B"), ("Llama-3.2-3B", "Llama-3.2-1B")]
 
 
 def _configs():
-    from specdec.tables import load_model_configs
-    return load_model_configs()
+    return model_configs()
 
 
 def _machines(rng, fast=True):
     """[(recipe, bandwidth, flops, memory)]: the table's rows by name, and made-up machines built in the kernel."""
-    from specdec.tables import load_hardware
     out = [(item(named("hardware"), name), hw.bandwidth_bytes_per_s, hw.flops_per_s, hw.memory_bytes)
-           for name, hw in load_hardware().items()]
+           for name, hw in hardware().items()]
     made = [("made-up, little compute", 40e9, float(rng.uniform(1.5e12, 2.5e12)), float(rng.uniform(6e12, 1e13)))]
     if fast:
         made.append(("made-up, fast", 192e9, float(rng.uniform(6e12, 1e13)), float(rng.uniform(1.5e15, 3e15))))
@@ -247,8 +246,7 @@ def _fits(answer, want_ratio):
 
 def _served(rng, round_down):
     """Drawn deployments whose ratio falls where floor and round agree (round_down False) or not."""
-    from specdec.tables import load_hardware
-    cfg, gpus = _configs(), list(load_hardware().values())
+    cfg, gpus = _configs(), list(hardware().values())
     names, cases = list(cfg), []
     while len(cases) < 60:
         g, n = gpus[int(rng.integers(len(gpus)))], int(rng.choice([1, 2, 4, 8]))

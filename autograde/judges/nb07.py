@@ -16,6 +16,7 @@ import functools
 import numpy as np
 
 from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
+from autograde.judges import hardware, model_configs
 
 NVLINK, LATENCY = 450e9, 6e-6                # the notebook's NVLINK_BYTES_PER_S and ALLREDUCE_LATENCY_S
 SEARCH_LIMIT = 16384
@@ -32,11 +33,11 @@ def _tables():
 
 def hw(name):
     """(kernel recipe, judge's copy) of a row of the hardware table."""
-    return item(named("hardware"), name), _tables().load_hardware()[name]
+    return item(named("hardware"), name), hardware()[name]
 
 
 def H100():
-    return named("h100"), _tables().load_hardware()["H100 SXM"]
+    return named("h100"), hardware()["H100 SXM"]
 
 
 def group(pair, n, draft_n=None, link=NVLINK, latency=LATENCY, per_layer=0.0):
@@ -58,7 +59,7 @@ def made(name, memory, bandwidth, flops):
 @functools.lru_cache(maxsize=None)
 def _spec(name):
     """The judge's own model_spec: a model of data/model_configs.json as the step-time model sees it, bf16."""
-    c = _tables().load_model_configs()[name]
+    c = model_configs()[name]
     h, layers = c["hidden_size"], c["num_hidden_layers"]
     hd = c.get("head_dim") or h // c["num_attention_heads"]
     table = 2.0 * c["vocab_size"] * h
@@ -161,7 +162,7 @@ BOUND = "compute_bound_batch"
 
 
 def test_compute_bound_batch(probe, rng):
-    tables = _tables().load_hardware()
+    tables = hardware()
     machines = [(tables[n].flops_per_s / tables[n].bandwidth_bytes_per_s, k)
                 for n in ("H100 SXM", "H200 SXM", "A100 80GB SXM", "L4") for k in (1, 2, 3, 5, 8, 16)]
     drawn = [(float(rng.uniform(1, 2000)), int(rng.integers(1, 33))) for _ in range(50)]
@@ -196,7 +197,7 @@ def _machine_mix(rng, name):
 
 
 def _random_states(rng, n):
-    names = list(_tables().load_model_configs())
+    names = list(model_configs())
     return [(model(str(rng.choice(names))), int(rng.choice([1, 3, 16, 64, 100, 256, 1000])),
              int(rng.choice([0, 1, 128, 1024, 4096, 32768])), int(rng.integers(1, 10))) for _ in range(n)]
 
@@ -265,7 +266,7 @@ def test_step_seconds(probe, rng):
 
 
 def test_step_seconds_type(probe, rng):
-    names = list(_tables().load_model_configs())
+    names = list(model_configs())
     cases = []
     for name in ("H100 SXM", "L4"):
         base = hw(name)

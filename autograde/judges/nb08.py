@@ -343,11 +343,6 @@ def test_should_speculate(probe, rng):
                  "rule: bad input: the ValueError message names the argument")
 
 
-def _best(b, L, a, t, d, g, km, *ref):
-    values = [ref_speedup(b, L, a, k, t, d, g, *ref) for k in range(1, km + 1)]
-    return values
-
-
 def test_best_k_for_batch(probe, rng):
     cases = []
     for g in _systems():
@@ -378,7 +373,7 @@ def test_best_k_for_batch(probe, rng):
         got = value_of(answer, "rule: return a plain int in 0..k_max")
         if not (type(got) is int and 0 <= got <= km_):
             raise Broken("rule: return a plain int in 0..k_max", describe(answer))
-        values = _best(b, L, a, t[1], d[1], g_[1], km_)
+        values = [ref_speedup(b, L, a, k, t[1], d[1], g_[1]) for k in range(1, km_ + 1)]
         top = max(values)
         if top <= 1 - 1e-9 and got != 0:
             raise AssertionError("rule: 0 (off) when no k pays")

@@ -282,28 +282,28 @@ def _mask_pos(answer, rule):
     return _torch_values(got[0]), _torch_values(got[1])
 
 
-def test_tree_mask(probe, rng):
-    chain = "rule: a chain of nodes gives the causal (lower-triangular) mask"
-    star = "rule: siblings do not attend to each other; children of the root sit at prefix_len"
-    other = "rule: node i attends to the sequence, its ancestors and itself (other trees and prefix lengths)"
+STAR = "rule: siblings do not attend to each other; children of the root sit at prefix_len"
+
+
+def _tree_part(probe, rng, part, chain, other):
+    """tree_mask's `part` (0: the mask, 1: the positions) on every case of `_masked` against the reference: the
+    drawn trees under `other`, the three chains under `chain`, the star (the last case) under STAR."""
     answers = _masked(probe, rng)
     for j, (answer, par, L) in enumerate(answers):
-        rule = other if j < len(answers) - 4 else star if j == len(answers) - 1 else chain
-        mask, _ = _mask_pos(answer, rule)
-        if mask != _ref_tree(par, L)[0]:
-            raise Broken(rule, describe(answer) if mask is None else "")
+        rule = other if j < len(answers) - 4 else STAR if j == len(answers) - 1 else chain
+        got = _mask_pos(answer, rule)[part]
+        if got != _ref_tree(par, L)[part]:
+            raise Broken(rule, describe(answer) if got is None else "")
+
+
+def test_tree_mask(probe, rng):
+    _tree_part(probe, rng, 0, "rule: a chain of nodes gives the causal (lower-triangular) mask",
+               "rule: node i attends to the sequence, its ancestors and itself (other trees and prefix lengths)")
 
 
 def test_tree_mask_positions(probe, rng):
-    chain = "rule: position of node i is prefix_len - 1 + depth(i) (a chain)"
-    star = "rule: siblings do not attend to each other; children of the root sit at prefix_len"
-    other = "rule: position_ids is a LongTensor, prefix_len - 1 + depth(i) (other trees)"
-    answers = _masked(probe, rng)
-    for j, (answer, par, L) in enumerate(answers):
-        rule = other if j < len(answers) - 4 else star if j == len(answers) - 1 else chain
-        _, pos = _mask_pos(answer, rule)
-        if pos != _ref_tree(par, L)[1]:
-            raise Broken(rule, describe(answer) if pos is None else "")
+    _tree_part(probe, rng, 1, "rule: position of node i is prefix_len - 1 + depth(i) (a chain)",
+               "rule: position_ids is a LongTensor, prefix_len - 1 + depth(i) (other trees)")
 
 
 def test_tree_mask_types(probe, rng):
