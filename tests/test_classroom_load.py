@@ -217,8 +217,14 @@ def test_a_class_of_30_logs_in_submits_at_once_and_is_graded_with_nothing_lost(r
     work = room.course_dir / "autograde" / "work"
     shutil.copy(work / f"grades_{ASSIGNMENT}.csv", ARTIFACTS)
     with open(work / f"grades_{ASSIGNMENT}.csv") as fh:
-        rows = {r["student"]: r for r in csv.DictReader(fh) if r["part"] == "total"}
-    assert {u: float(r["score"]) for u, r in rows.items()} == want, rows
+        every = list(csv.DictReader(fh))
+    rows = {r["student"]: r for r in every if r["part"] == "total"}
+    got = {u: float(r["score"]) for u, r in rows.items()}
+    # on a mismatch: the parts each wrong learner lost, with the grader's detail (which rule, which cell)
+    lost = [{k: r[k] for k in ("student", "part", "grade_ids", "score", "max_score", "detail")} for r in every
+            if r["part"] != "total" and got.get(r["student"]) != want.get(r["student"])
+            and float(r["score"] or 0) < float(r["max_score"] or 0)]
+    assert got == want, lost
     assert all(r["status"] == "ok" for r in rows.values()), [r for r in rows.values() if r["status"] != "ok"]
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}", COURSE_ID) as gb:
         assert {u: gb.find_submission(ASSIGNMENT, u).score for u in STUDENTS} == want
