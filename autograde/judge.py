@@ -412,8 +412,8 @@ def _to_json(x, tag, depth=0):
         if not math.isfinite(x):
             raise ValueError(f"args: floats must be finite to be sent, got {x!r}")
         return x
-    if type(x) is bytes:
-        return {"t": "bytes", "hex": x.hex()}
+    if type(x) is bytes:        # compressed: a judge's rounds repeat a few rows of p and q thousands of times, and
+        return {"t": "bytes", "z": _b64(_zlib(x))}     # every character of a probe is read by IPython before it runs
     if isinstance(x, Build):
         if not (type(x.kind) is str and x.kind.isidentifier() and type(x.args) is tuple):
             raise ValueError(f"args: a malformed Build {x!r}")
@@ -437,8 +437,19 @@ def _from_json(x):
             return tuple(_from_json(v) for v in x["items"])
         if x["t"] == "dict":
             return {_from_json(k): _from_json(v) for k, v in x["items"]}
-        return bytes.fromhex(x["hex"])
+        import base64 as _b64m, zlib as _zm
+        return _zm.decompress(_b64m.b64decode(x["z"]))
     return x
+
+
+def _zlib(data):
+    import zlib
+    return zlib.compress(data, 1)
+
+
+def _b64(data):
+    import base64
+    return base64.b64encode(data).decode("ascii")
 
 
 def build(x, names, memo=None, counts=None):

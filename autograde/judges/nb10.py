@@ -17,9 +17,12 @@ ASSIGNMENT = "10_batches_and_servers"
 
 
 def warm():
-    """The course's own copies of the given cells' functions (gate_k's reference) and torch, loaded ahead."""
+    """The course's own copies of the given cells' functions (gate_k's reference), torch, and transformers' Llama
+    (the end-to-end check builds its own models: 2.1 s of first import, measured, otherwise paid in test_rollback)
+    loaded ahead."""
     _given()
-    from specdec.core.decoding import greedy_generate  # noqa: F401
+    from specdec.core.decoding import greedy_generate, tiny_llama
+    greedy_generate(tiny_llama(vocab_size=8, hidden_size=8, num_hidden_layers=1, seed=0), _t([[1]]), 1)
 
 
 def _given():
