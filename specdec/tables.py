@@ -129,6 +129,59 @@ def load_model_configs(path=None):
     return {name: cfg for name, cfg in raw.items() if not name.startswith("_")}
 
 
+def load_moe_configs(path=None):
+    """{name: config dict} of the mixture-of-experts targets of notebook 12, from data/moe_configs.json (field names
+    normalised across families; its "_about" says how, and where each comes from)."""
+    path = Path(path) if path else DATA_DIR / "moe_configs.json"
+    raw = json.loads(Path(path).read_text())
+    return {name: cfg for name, cfg in raw.items() if not name.startswith("_")}
+
+
+MOE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "tie_word_embeddings",
+            "attention", "experts", "experts_per_token", "expert_intermediate_size", "shared_experts", "dense_layers",
+            "dense_intermediate_size")
+
+
+def moe_parameter_counts(cfg, counts_embedding=True):
+    """Parameters of a mixture-of-experts config of data/moe_configs.json, by part, as plain floats.
+
+    Per layer: attention (grouped-query: q, k, v, o projections; multi-head latent attention (DeepSeek-V3): the
+    low-rank q and kv projections and o); a dense layer's gated MLP (3 h f) or an MoE layer's router (h E), its E
+    routed experts and its shared experts (3 h f_e each). The embedding and LM head are vocab x hidden each (one
+    table when tied). Norms and biases are left out (under 0.1 % here). Returns {"attention", "expert", "router",
+    "dense_mlp", "embedding", "lm_head", "total", "active"}: the first four per layer, "total" every parameter,
+    "active" what one token's forward uses (its top-r experts and the shared ones), with the input embedding
+    table counted only where `counts_embedding` (publishers differ). Raises ValueError naming a missing key."""
+    missing = [key for key in MOE_KEYS if key not in cfg]
+    if missing:
+        raise ValueError(f"cfg: a mixture-of-experts config needs {missing}")
+    h, heads, layers = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if cfg["attention"] == "mla":
+        qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
+        q = h * cfg["q_lora_rank"] + cfg["q_lora_rank"] * heads * qk if cfg.get("q_lora_rank") else h * heads * qk
+        kv = h * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) + \
+            cfg["kv_lora_rank"] * heads * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"])
+        attention = q + kv + heads * cfg["v_head_dim"] * h
+    elif cfg["attention"] == "gqa":
+        hd = cfg.get("head_dim") or h // heads
+        attention = 2 * h * heads * hd + 2 * h * cfg["num_key_value_heads"] * hd
+    else:
+        raise ValueError(f"cfg: attention must be 'gqa' or 'mla', got {cfg['attention']!r}")
+    expert, router = 3 * h * cfg["expert_intermediate_size"], h * cfg["experts"]
+    dense_mlp = 3 * h * cfg["dense_intermediate_size"]
+    moe_layers, dense_layers = layers - cfg["dense_layers"], cfg["dense_layers"]
+    table = cfg["vocab_size"] * h
+    lm_head = 0 if cfg["tie_word_embeddings"] else table
+    body = layers * attention + dense_layers * dense_mlp + moe_layers * router
+    total = body + moe_layers * (cfg["experts"] + cfg["shared_experts"]) * expert + table + lm_head
+    # the LM head is always read (a tied model's one table is its LM head); the input table only looked up
+    heads_read = table if not lm_head else lm_head + (table if counts_embedding else 0)
+    active = body + moe_layers * (cfg["experts_per_token"] + cfg["shared_experts"]) * expert + heads_read
+    return {key: float(value) for key, value in (("attention", attention), ("expert", expert), ("router", router),
+                                                  ("dense_mlp", dense_mlp), ("embedding", table),
+                                                  ("lm_head", lm_head), ("total", total), ("active", active))}
+
+
 @dataclass(frozen=True)
 class TPGroup:
     """n GPUs of one kind under tensor parallelism (Megatron-LM, arXiv 1909.08053): each GPU holds 1/n of every

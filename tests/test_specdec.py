@@ -8,7 +8,7 @@ import pytest
 import specdec
 from specdec.measure.timing import interleaved_medians, median_seconds
 from specdec.plotting import new_axes, roofline
-from specdec.tables import load_hardware, load_model_configs
+from specdec.tables import load_hardware, load_model_configs, load_moe_configs, moe_parameter_counts
 
 
 def test_hardware_table_has_the_course_gpus_with_units_and_sources():
@@ -74,3 +74,32 @@ def test_roofline_returns_the_ridge_and_uses_log_axes():
 
 def test_data_dir_points_at_the_repository_data():
     assert (specdec.DATA_DIR / "hardware.csv").is_file()
+
+
+def test_moe_configs_reproduce_the_publishers_parameter_counts():
+    """The transcription check of data/moe_configs.json: every model's fields give the publisher's own total and
+    active parameter counts within 2 % (they are rounded to 2-3 digits); with the other embedding convention the
+    active count of a model whose publisher leaves the embedding out misses by more than that."""
+    cfgs = load_moe_configs()
+    assert set(cfgs) == {"Mixtral-8x7B", "Qwen3-30B-A3B", "DeepSeek-V3", "gpt-oss-120b"}
+    for name, cfg in cfgs.items():
+        assert cfg["source"].strip() and cfg["config"].startswith("https://huggingface.co/"), name
+        got = moe_parameter_counts(cfg, cfg["active_counts_embedding"])
+        for key in ("total", "active"):
+            want = cfg[f"published_{key}_params"]
+            assert abs(got[key] / want - 1) < 0.02, (name, key, got[key], want)
+        assert got["active"] < got["total"] / 3, name           # a token reads a small share of an MoE's weights
+    oss = cfgs["gpt-oss-120b"]
+    assert moe_parameter_counts(oss, True)["active"] / oss["published_active_params"] - 1 > 0.05
+    # DeepSeek-V3: 3 dense layers, 58 MoE layers of 256 routed experts and one shared, 8 routed per token
+    ds = moe_parameter_counts(cfgs["DeepSeek-V3"])
+    assert ds["total"] - ds["active"] == 58 * (256 - 8) * ds["expert"]
+
+
+def test_moe_parameter_counts_refuse_an_incomplete_config():
+    cfg = dict(load_moe_configs()["Mixtral-8x7B"])
+    del cfg["experts_per_token"]
+    with pytest.raises(ValueError, match="experts_per_token"):
+        moe_parameter_counts(cfg)
+    with pytest.raises(ValueError, match="attention"):
+        moe_parameter_counts(dict(load_moe_configs()["Mixtral-8x7B"], attention="dense"))
