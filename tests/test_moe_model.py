@@ -1,0 +1,115 @@
+"""Notebook 12's reference model (autograde/judges/nb12.py), held to what it must show before a notebook teaches it:
+the expected-experts formula against simulated routing, the dense case equal to notebook 07's step model, a
+verify pass that is not free for a mixture of experts at batch 1 and cheap again once every expert is read anyway,
+and a quantised target that turns compute-bound at a smaller batch."""
+import numpy as np
+import pytest
+
+from autograde.judges import nb12
+from autograde.judges.nb07 import _spec, ref_step
+from specdec.tables import TPGroup, load_hardware, load_model_configs, load_moe_configs
+
+H100 = load_hardware()["H100 SXM"]
+MOE = load_moe_configs()
+
+
+def _gpu(name):
+    """DeepSeek-V3 (671 B) needs eight H100s; the others fit one."""
+    return TPGroup(H100, 8, 8, 450e9, 6e-6, 0.0) if name == "DeepSeek-V3" else H100
+
+
+def _systematic(p, rng, trials):
+    """Experts routed per token by systematic sampling: r distinct experts, expert e with probability exactly p[e]
+    (sum(p) = r, every p[e] <= 1)."""
+    edges = np.concatenate([[0.0], np.cumsum(p)])
+    r = int(round(edges[-1]))
+    u = rng.random(trials)[:, None] + np.arange(r)[None, :]
+    return np.searchsorted(edges, u, side="right") - 1           # (trials, r)
+
+
+@pytest.mark.parametrize("E, r, s", [(8, 2, 0.0), (128, 8, 0.0), (64, 6, 1.0), (16, 4, 0.6)])
+def test_expected_experts_match_simulated_routing(E, r, s):
+    rng = np.random.default_rng([E, r])
+    p = np.array(nb12.zipf_inclusion(E, r, s))
+    assert abs(p.sum() - r) < 1e-9 and p.max() <= 1 + 1e-12
+    for M in (1, 3, 12, 40):
+        trials = 3000
+        picks = _systematic(p, rng, trials * M).reshape(trials, M * r)
+        distinct = np.array([len(set(row)) for row in picks])
+        want = nb12.expected_experts_skewed(p, M) if s else nb12.expected_experts(E, r, M)
+        assert abs(distinct.mean() - want) <= 4 * distinct.std() / np.sqrt(trials) + 1e-3, (E, r, s, M)
+        if s == 0:
+            assert abs(nb12.expected_experts_skewed(p, M) - want) < 1e-9
+
+
+def test_a_skewed_router_reads_fewer_experts_and_the_limits_hold():
+    E, r = 128, 8
+    assert nb12.expected_experts(E, r, 0) == 0 and abs(nb12.expected_experts(E, r, 1) - r) < 1e-12
+    assert abs(nb12.expected_experts(E, r, 10_000) - E) < 1e-9
+    skew = nb12.zipf_inclusion(E, r, 1.0)
+    for M in (2, 5, 20, 100):
+        assert nb12.expected_experts_skewed(skew, M) < nb12.expected_experts(E, r, M)
+
+
+@pytest.mark.parametrize("B, L, t", [(1, 1024, 1), (1, 1024, 5), (32, 512, 5), (128, 4096, 3), (300, 100, 1)])
+def test_a_dense_target_is_notebook_07s_step(B, L, t):
+    dense = nb12.dense_as_moe(load_model_configs()["Llama-3.1-8B"])
+    got, want = nb12.moe_step(dense, H100, B, L, t), ref_step(_spec("Llama-3.1-8B"), H100, B, L, t)
+    assert abs(got / want - 1) < 1e-3          # 07 also streams the norms' weights (under 0.01 % of them)
+
+
+@pytest.mark.parametrize("name", sorted(MOE))
+def test_moe_verify_is_not_free_at_batch_1_and_cheap_again_once_every_expert_is_read(name):
+    spec, gpu = nb12.moe_spec(MOE[name]), _gpu(name)
+    v = {B: nb12.verify_ratio(spec, gpu, B, 1024, 4) for B in (1, 64, 128)}
+    assert v[1] > 2.0, v                       # 5 tokens read up to 5 x r experts where 1 token reads r
+    assert min(v[64], v[128]) < 1.2, v         # every expert is read by the plain step too
+    dense = nb12.dense_as_moe(load_model_configs()["Llama-3.1-8B"])
+    assert abs(nb12.verify_ratio(dense, H100, 1, 1024, 4) - 1) < 0.01
+
+
+@pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B", "gpt-oss-120b"])
+def test_moe_speculation_pays_most_at_a_moderate_batch(name):
+    spec, gpu = nb12.moe_spec(MOE[name]), _gpu(name)
+    batches = [2 ** i for i in range(11)]
+    best, last = nb12.best_and_last_batch(spec, gpu, 1024, 0.8, 4, 0.05, batches)
+    s = {B: nb12.speedup(spec, gpu, B, 1024, 0.8, 4, 0.05) for B in (1, best)}
+    assert 4 <= best <= 256 and s[best] > 1.5 * s[1], (best, s)
+    assert last == max(b for b in batches if nb12.speedup(spec, gpu, b, 1024, 0.8, 4, 0.05) >= 1)
+
+
+def test_a_quantised_target_turns_compute_bound_at_a_smaller_batch():
+    cfg = load_model_configs()["Llama-3.1-8B"]
+    bf16, int4 = nb12.dense_as_moe(cfg, 16.0), nb12.dense_as_moe(cfg, 4.5)      # int4 with a 16-bit scale per 64
+
+    def first_costly(spec):
+        return next(B for B in range(1, 4096) if nb12.verify_ratio(spec, H100, B, 256, 4) > 1.2)
+    assert first_costly(int4) < first_costly(bf16) / 2
+    # the KV cache keeps its own dtype: the weights' bits leave attention alone, the cache's bits move only it
+    a, b = nb12.moe_terms(bf16, H100, 16, 2048, 5), nb12.moe_terms(int4, H100, 16, 2048, 5)
+    assert a["attention"] == b["attention"] and b["dense"] < a["dense"]
+    c = nb12.moe_terms(nb12.dense_as_moe(cfg, 4.5, kv_bits=8), H100, 16, 2048, 5)
+    assert c["attention"] < b["attention"] and (c["dense"], c["experts"]) == (b["dense"], b["experts"])
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3", "Qwen3-30B-A3B"])
+def test_stops_paying_is_where_the_speedup_falls_through_1(name):
+    spec, gpu = nb12.moe_spec(MOE[name]), _gpu(name)
+    for alpha, k, c in ((0.8, 4, 0.05), (0.6, 6, 0.1), (0.9, 3, 0.02)):
+        stop = nb12.stops_paying(spec, gpu, 256, alpha, k, c)
+        if stop is None:
+            assert nb12.speedup(spec, gpu, 1 << 16, 256, alpha, k, c) >= 1
+        elif stop > 1:
+            assert nb12.speedup(spec, gpu, stop, 256, alpha, k, c) < 1 <= nb12.speedup(spec, gpu, stop - 1, 256, alpha, k, c)
+
+
+@pytest.mark.parametrize("name", sorted(MOE))
+def test_a_plain_step_at_batch_1_reads_what_one_token_uses(name):
+    """Every weight a token uses (its r experts, the shared experts, the dense layers, the routers, attention and
+    the LM head: the active count less the input table, which a forward only looks rows up in) is read once."""
+    from specdec.tables import moe_parameter_counts
+    spec, gpu = nb12.moe_spec(MOE[name], expert_bits=16), _gpu(name)
+    terms = nb12.moe_terms(spec, gpu, 1, 0, 1)
+    read = (terms["dense"] + terms["experts"]) * gpu.bandwidth_bytes_per_s * getattr(gpu, "n_gpus", 1)
+    counts = moe_parameter_counts(MOE[name], counts_embedding=False)
+    assert abs(read / (2 * counts["active"]) - 1) < 1e-9
