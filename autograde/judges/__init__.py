@@ -49,7 +49,7 @@ def modules():
             "03_acceptance_math": "nb03", "04_speculative_decoder": "nb04", "05_acceptance_in_practice": "nb05",
             "06_h100_configs_real_timings": "nb06", "07_batch_crossover": "nb07",
             "08_break_even_acceptance": "nb08", "09_speculation_that_pays": "nb09",
-            "10_batches_and_servers": "nb10", "11_real_engines": "nb11"}
+            "10_batches_and_servers": "nb10", "11_real_engines": "nb11", "12_moe_and_quantised": "nb12"}
 
 
 @functools.lru_cache(maxsize=1)

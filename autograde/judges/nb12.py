@@ -1,7 +1,11 @@
-"""Notebook 12's reference model (issue 62, first piece): the step of a mixture-of-experts or quantised target, as
-notebook 07's per-operator roofline extended, written for the judges of 12's graded cells. Not yet a judge module:
-notebook 12 is not in solutions/ yet, so autograde.judges.modules() does not name it and nothing grades with it;
-tests/test_moe_model.py holds the model to what it must show.
+"""Notebook 12's hidden tests as judges (`expected_experts`, `moe_step_seconds`, `moe_speedup` and
+`pays_most_and_stops`), and the reference model they price with: the step of a mixture-of-experts or quantised
+target, notebook 07's per-operator roofline extended (tests/test_moe_model.py holds the model itself to simulated
+routing, to 07's dense step and to what it must show).
+
+The rules and their wording are the notebook's hidden tests' (docs/contract.md lists them); targets, GPUs, batches,
+contexts, bits per weight, alpha, k and c are drawn from the grader's generator; a target travels as the plain
+dict the notebook's `moe_spec` makes, a GPU as a row of the notebook's `hardware` (or `attainable(row, ...)`).
 
 The model, per forward pass of `batch` sequences with `tokens` new tokens each (M = batch * tokens routed tokens):
 - each MoE layer reads the distinct experts its M tokens route to: under uniform top-r routing over E experts,
@@ -22,6 +26,9 @@ The model, per forward pass of `batch` sequences with `tokens` new tokens each (
 from __future__ import annotations
 
 import math
+
+from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
+from autograde.judges import hardware, model_configs
 
 DEQUANT_FLOPS = 2.0          # per quantised weight read: a scale multiply and an add (int4/fp4 groups with a scale)
 
@@ -161,3 +168,258 @@ def stops_paying(spec, gpu, context, alpha, k, c, limit=1 << 16):
         else:
             hi = mid
     return hi
+
+
+
+# ------------------------------------------------------------------------------------ inputs
+def _moe():
+    from specdec.tables import load_moe_configs
+    return load_moe_configs()
+
+
+def _spec(rng, quantised=False):
+    """A target as the notebook's moe_spec makes it: a published one or one drawn around it, bits drawn where asked."""
+    cfgs = _moe()
+    name = str(rng.choice(sorted(cfgs)))
+    cfg = dict(cfgs[name])
+    if rng.random() < 0.5:                      # another MoE: experts, routing width and expert size drawn
+        E = int(rng.choice([4, 8, 16, 32, 64, 128, 256]))
+        cfg.update(experts=E, experts_per_token=int(rng.integers(1, min(E, 9) + 1)),
+                   expert_intermediate_size=int(rng.integers(256, 8192)), shared_experts=int(rng.integers(0, 2)))
+    bits = lambda: float(rng.choice([4.25, 4.5, 8.0, 16.0]))   # noqa: E731
+    spec = moe_spec(cfg, expert_bits=bits() if quantised else None, dense_bits=bits() if quantised else 16.0,
+                    kv_bits=float(rng.choice([8.0, 16.0])) if quantised else 16.0,
+                    dequant_flops=float(rng.uniform(1.0, 4.0)))
+    spec["name"] = name
+    spec.pop("hidden_size")
+    return spec
+
+
+def _twin(rng, bits):
+    """A dense model of the course's table in moe_spec's terms (E = r = 1), at `bits` per weight."""
+    name = str(rng.choice(sorted(model_configs())))
+    spec = dense_as_moe(model_configs()[name], bits, dequant_flops=float(rng.uniform(1.0, 4.0)))
+    spec["name"] = f"{name} ({bits:g}-bit)"
+    spec.pop("hidden_size")
+    return spec
+
+
+def _gpu(rng):
+    """(kernel recipe, judge's copy) of a row of the hardware table, at attained fractions half of the time."""
+    from specdec.tables import attainable
+    name = str(rng.choice(sorted(hardware())))
+    row = item(named("hardware"), name)
+    if rng.random() < 0.5:
+        return row, hardware()[name]
+    mbu, mfu, fixed = float(rng.uniform(0.5, 1.0)), float(rng.uniform(0.3, 1.0)), float(rng.uniform(0, 2e-3))
+    return call("attainable", row, mbu, mfu, fixed), attainable(hardware()[name], mbu, mfu, fixed)
+
+
+def _close(got, want, rel=1e-9):
+    return abs(got - want) <= rel * abs(want) + 1e-300
+
+
+# ------------------------------------------------------------------------------------ A: expected_experts
+EXPERTS = "expected_experts"
+
+
+def test_expected_experts(probe, rng):
+    cases = []
+    for _ in range(200):
+        E = int(rng.integers(1, 300))
+        cases.append((E, int(rng.integers(1, E + 1)), int(rng.integers(0, 5000))))
+    for (E, r, M), answer in zip(cases, probe.many(EXPERTS, [(c, {}) for c in cases])):
+        got = value_of(answer, "rule: return a plain Python float")
+        if type(got) is not float:
+            raise Broken("rule: return a plain Python float", describe(answer))
+        if not abs(got - expected_experts(E, r, M)) <= 1e-9 * E:
+            raise AssertionError("rule: formula: E (1 - (1 - r/E)^M) at other E, r and M")
+
+
+def test_expected_experts_distinct(probe, rng):
+    rule = "rule: distinct experts: fewer than r M once tokens share experts, never more than E"
+    cases = []
+    for _ in range(100):
+        E = int(rng.integers(8, 300))
+        r = int(rng.integers(1, max(2, E // 4)))
+        cases.append((E, r, int(rng.integers(2, 4 * E // r + 2))))
+    for (E, r, M), answer in zip(cases, probe.many(EXPERTS, [(c, {}) for c in cases])):
+        if not abs(number_of(answer, rule) - expected_experts(E, r, M)) <= 1e-9 * E:
+            raise AssertionError(rule)
+
+
+def test_expected_experts_edges(probe, rng):
+    E = int(rng.integers(2, 300))
+    r = int(rng.integers(1, E))
+    cases = [((E, r, 0), 0.0, 0.0, "rule: M = 0: no expert read (0.0)"),
+             ((E, E, int(rng.integers(1, 50))), float(E), 0.0, "rule: r = E: all E experts for any M >= 1"),
+             ((E, r, 1), float(r), 1e-9 * E, "rule: M = 1: one token reads its r experts"),
+             ((E, r, 10 ** 7), float(E), 1e-6 * E, "rule: a large M approaches E")]
+    for (_, want, tol, rule), answer in zip(cases, probe.many(EXPERTS, [(c[0], {}) for c in cases])):
+        got = value_of(answer, rule)
+        if type(got) is not float:
+            raise Broken(rule, describe(answer))
+        if not abs(got - want) <= tol:
+            raise AssertionError(rule)
+
+
+def test_expected_experts_bad_input(probe, rng):
+    E = int(rng.integers(2, 100))
+    bad = [((0, 1, 1), "E"), ((-E, 1, 1), "E"), ((E + 0.5, 1, 1), "E"), ((E, 0, 1), "r"), ((E, E + 1, 1), "r"),
+           ((E, 1.5, 1), "r"), ((E, 1, -1), "M"), ((E, 1, 2.5), "M"), ((E, 1, True), "M")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(EXPERTS, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
+                 "rule: bad input: E < 1, r outside 1 .. E, M < 0 or non-integers must raise ValueError",
+                 "rule: bad input: the message names the argument (E, r or M)")
+
+
+# ------------------------------------------------------------------------------------ B: moe_step_seconds
+STEP = "moe_step_seconds"
+
+
+def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), contexts=(0, 8192)):
+    cases = []
+    for _ in range(n):
+        recipe, gpu = _gpu(rng)
+        spec = _spec(rng, quantised)
+        t = int(rng.integers(1, 9)) if tokens is None else tokens(rng)
+        cases.append((spec, recipe, gpu, int(rng.integers(*batches)), float(rng.integers(*contexts)), t))
+    answers = probe.many(STEP, [((s, r, b, L), {"tokens": t}) for s, r, _, b, L, t in cases])
+    for (spec, _, gpu, b, L, t), answer in zip(cases, answers):
+        got = value_of(answer, rule)
+        if type(got) is not float:
+            raise Broken("rule: return a plain Python float", describe(answer))
+        if not _close(got, moe_step(spec, gpu, b, L, t)):
+            raise AssertionError(rule)
+
+
+def test_moe_step_seconds(probe, rng):
+    _steps(probe, rng, 60, "rule: formula: fixed + dense + experts + attention rooflines at other targets, GPUs, "
+           "batches and contexts")
+
+
+def test_moe_step_seconds_verify(probe, rng):
+    _steps(probe, rng, 60, "rule: experts: a pass reads expected_experts(experts, experts_per_token, batch x tokens) "
+           "experts per MoE layer", tokens=lambda g: int(g.integers(2, 9)), batches=(1, 9), contexts=(0, 512))
+
+
+def test_moe_step_seconds_bits(probe, rng):
+    _steps(probe, rng, 80, "rule: bits: weights read at expert_bits and dense_bits, the KV cache at kv_bits, "
+           "dequant_flops per weight read below 16 bits", quantised=True)
+
+
+def test_moe_step_seconds_bad_input(probe, rng):
+    recipe, _ = _gpu(rng)
+    spec = _spec(rng)
+    gone = str(rng.choice(["experts", "kv_bits", "expert_params"]))
+    short = {k: v for k, v in spec.items() if k != gone}
+    flat = call("Hardware", "flat", 80e9, 0.0, 1e15, True, "")
+    bad = [((short, recipe, 1, 0), {}, "spec"), (([1, 2], recipe, 1, 0), {}, "spec"), ((spec, flat, 1, 0), {}, "gpu"),
+           ((spec, recipe, 0, 0), {}, "batch"), ((spec, recipe, 2.5, 0), {}, "batch"),
+           ((spec, recipe, 1, -float(rng.integers(1, 100))), {}, "context"), ((spec, recipe, 1, 0), {"tokens": 0}, "tokens"),
+           ((spec, recipe, 1, 0), {"tokens": True}, "tokens")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(STEP, [(bad[i][0], bad[i][1]) for i in order]), [bad[i][2] for i in order],
+                 "rule: bad input: a spec without SPEC_KEYS, a GPU without bandwidth, batch < 1, context < 0 or "
+                 "tokens < 1 must raise ValueError",
+                 "rule: bad input: the message names the argument (spec, gpu, batch, context or tokens)")
+
+
+# ------------------------------------------------------------------------------------ C: moe_speedup, pays_most_and_stops
+SPEEDUP, PAYS = "moe_speedup", "pays_most_and_stops"
+
+
+def ref_speedup(spec, gpu, b, L, a, k, c):
+    e = sum(a ** i for i in range(k + 1))
+    plain = moe_step(spec, gpu, b, L)
+    return e * plain / (k * c * plain + moe_step(spec, gpu, b, L, k + 1))
+
+
+def test_moe_speedup(probe, rng):
+    rule = "rule: formula: expected tokens x T(B, 1) / (k c T(B, 1) + T(B, k + 1)) at other inputs"
+    cases = []
+    for _ in range(60):
+        recipe, gpu = _gpu(rng)
+        a = float(rng.choice([0.0, 1.0])) if rng.random() < 0.1 else float(rng.uniform(0, 1))
+        cases.append((_spec(rng, rng.random() < 0.5), recipe, gpu, int(rng.integers(1, 600)),
+                      float(rng.integers(0, 8192)), a, int(rng.integers(1, 9)), float(rng.uniform(0, 0.5))))
+    answers = probe.many(SPEEDUP, [((s, r, b, L, a, k, c), {}) for s, r, _, b, L, a, k, c in cases])
+    for (spec, _, gpu, b, L, a, k, c), answer in zip(cases, answers):
+        got = value_of(answer, rule)
+        if type(got) is not float:
+            raise Broken("rule: return a plain Python float", describe(answer))
+        if not _close(got, ref_speedup(spec, gpu, b, L, a, k, c)):
+            raise AssertionError(rule)
+
+
+def test_moe_speedup_bad_input(probe, rng):
+    recipe, _ = _gpu(rng)
+    spec = _spec(rng)
+    ok = (spec, recipe, 4, 256.0)
+    bad = [(ok + (1.0 + float(rng.uniform(0.01, 1)), 4, 0.05), "alpha"), (ok + (-0.1, 4, 0.05), "alpha"),
+           (ok + (0.8, 0, 0.05), "k"), (ok + (0.8, 2.5, 0.05), "k"), (ok + (0.8, 4, -float(rng.uniform(0.01, 1))), "c"),
+           ((spec, recipe, 0, 256.0, 0.8, 4, 0.05), "batch")]
+    order = rng.permutation(len(bad)).tolist()
+    value_errors(probe.many(SPEEDUP, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
+                 "rule: bad input: alpha outside [0, 1], k < 1, c < 0 or batch < 1 must raise ValueError",
+                 "rule: bad input: the message names the argument (alpha, k, c or batch)")
+
+
+def _pays(probe, rng, cases, best_rule, last_rule):
+    """cases: (spec, recipe, gpu, L, a, k, c, batches); the answers against the judge's speedups, a near-tie on
+    the best batch and a speedup within 1e-9 of 1 at the last one left to either answer."""
+    answers = probe.many(PAYS, [((s, r, L, a, k, c, bs), {}) for s, r, _, L, a, k, c, bs in cases])
+    kind = "rule: return plain Python ints (None where no batch pays)"
+    for (spec, _, gpu, L, a, k, c, bs), answer in zip(cases, answers):
+        got = value_of(answer, kind)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2 and type(got[0]) is int
+                and (got[1] is None or type(got[1]) is int)):
+            raise Broken(kind, describe(answer))
+        speed = {b: ref_speedup(spec, gpu, b, L, a, k, c) for b in set(bs)}
+        top = max(speed.values())
+        near = sorted(b for b, s in speed.items() if s >= top * (1 - 1e-9))
+        if got[0] not in near or (got[0] != near[0] and speed[near[0]] >= top * (1 - 1e-12)):
+            raise AssertionError(best_rule)
+        sure = [b for b, s in speed.items() if s >= 1 + 1e-9]
+        maybe = [b for b, s in speed.items() if abs(s - 1) < 1e-9]
+        want = max(sure) if sure else None
+        if got[1] != want and got[1] not in maybe:
+            raise AssertionError(last_rule)
+
+
+def _batches(rng):
+    bs = sorted({int(x) for x in rng.integers(1, 4096, int(rng.integers(3, 12)))} | {int(rng.integers(1, 9))})
+    return [int(b) for b in rng.permutation(bs)]
+
+
+def test_pays_most_and_stops(probe, rng):
+    cases = []
+    for _ in range(25):
+        recipe, gpu = _gpu(rng)
+        cases.append((_spec(rng), recipe, gpu, float(rng.integers(0, 4096)), float(rng.uniform(0.3, 0.95)),
+                      int(rng.integers(1, 8)), float(rng.uniform(0, 0.3)), _batches(rng)))
+    _pays(probe, rng, cases, "rule: best: the batch with the highest moe_speedup (the smallest on a tie)",
+          "rule: last: the largest batch whose speedup is >= 1, None where none pays")
+    spec = _spec(rng)
+    recipe, _ = _gpu(rng)
+    bad = [[], [0, 4], [2.5], [True, 2]]
+    value_errors(probe.many(PAYS, [((spec, recipe, 256.0, 0.8, 4, 0.05, b), {}) for b in bad]), ["batches"] * len(bad),
+                 "rule: bad input: empty batches or batches not integers >= 1 must raise ValueError",
+                 "rule: bad input: the message names batches")
+
+
+def test_pays_most_and_stops_quantised(probe, rng):
+    cases = []
+    for _ in range(12):
+        recipe, gpu = _gpu(rng)
+        bits = float(rng.choice([4.25, 4.5, 8.0]))
+        L, a, k, c = float(rng.integers(0, 2048)), float(rng.uniform(0.4, 0.9)), int(rng.integers(1, 7)), \
+            float(rng.uniform(0, 0.2))
+        bs = [2 ** i for i in range(14)]
+        cases += [(_twin(rng, bits), recipe, gpu, L, a, k, c, bs), (_twin(rng, 16.0), recipe, gpu, L, a, k, c, bs),
+                  (_spec(rng, True), recipe, gpu, L, a, k, c, bs)]
+    _pays(probe, rng, cases, "rule: quantised targets: the best batch of int4, int8 and bf16 twins",
+          "rule: quantised targets: the last paying batch of int4, int8 and bf16 twins")
+
+
+JUDGES = {name: fn for name, fn in globals().items() if name.startswith("test_") and callable(fn)}
