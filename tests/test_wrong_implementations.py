@@ -39,9 +39,10 @@ from autograde.judge import LocalProbe
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
              "07": "07_batch_crossover", "08": "08_break_even_acceptance",
-             "09": "09_speculation_that_pays", "10": "10_batches_and_servers", "11": "11_real_engines"}
+             "09": "09_speculation_that_pays", "10": "10_batches_and_servers", "11": "11_real_engines",
+             "12": "12_moe_and_quantised"}
 # notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
-RUN_EVERY_CELL = {"07", "08"}
+RUN_EVERY_CELL = {"07", "08", "12"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
 PRELUDE = {"01": 'cfg_8b, cfg_70b = configs["Llama-3.1-8B"], configs["Llama-3.1-70B"]\n'}
 
@@ -1044,6 +1045,25 @@ def _id(case):
 ALL_PARTS = [(prefix, part) for prefix in NOTEBOOKS for part in parts(prefix)]
 
 
+WRONG += [
+    # 12: the experts a pass reads, the bits each read is at
+    Case("12", "expected_experts", "experts counted per token (r M, capped at E), not distinct",
+         P("12", "expected_experts", ("return float(E * (1.0 - (1.0 - r / E) ** M))", "return float(min(E, r * M))"))),
+    Case("12", "moe_step_seconds", "the KV cache read at the weights' bits",
+         P("12", "moe_step_seconds", ('attention = roofline(batch * context * spec["kv_bytes_per_token"],',
+                                      'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] '
+                                      '/ spec["kv_bits"],'))),
+    Case("12", "moe_step_seconds", "every expert read whatever the pass routes (a dense read)",
+         P("12", "moe_step_seconds", ('expected_experts(spec["experts"], spec["experts_per_token"], m)', 'spec["experts"]'))),
+    Case("12", "moe_step_seconds", "one token's experts read whatever the pass (the premise of 01-11)",
+         P("12", "moe_step_seconds", ('expected_experts(spec["experts"], spec["experts_per_token"], m)',
+                                      'expected_experts(spec["experts"], spec["experts_per_token"], batch)'))),
+    Case("12", "pays_most_and_stops", "the first paying batch as the last",
+         P("12", "pays_most_and_stops", ("return best, (max(paying) if paying else None)",
+                                         "return best, (min(paying) if paying else None)"))),
+]
+
+
 @pytest.mark.parametrize("prefix,part", ALL_PARTS, ids=[f"{p}-{q}" for p, q in ALL_PARTS])
 def test_the_solution_passes_every_test_cell_of_its_part(prefix, part):
     t0 = time.perf_counter()
@@ -1167,6 +1187,12 @@ def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
 # rule of a part's solution: (notebook, part, what, old text, new text, the test cells it must fail). It must fail
 # exactly those cells, and the part's other cells must still pass, so the slip costs those points and no more.
 ONE_RULE_SLIPS = [
+    ('12', 'expected_experts', 'r > E accepted (the formula goes negative)',
+     'if r > E:', 'if r > E and False:', {'test_expected_experts_bad_input'}),
+    ('12', 'moe_step_seconds', "the KV cache read at the weights' bits",
+     'attention = roofline(batch * context * spec["kv_bytes_per_token"],',
+     'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] / spec["kv_bits"],',
+     {'test_moe_step_seconds_bits'}),
     ('01', 'weight_bytes', 'tied embeddings still counted as a separate LM head',
      'lm_head = 0 if cfg["tie_word_embeddings"] else embedding',
      'lm_head = embedding', {'test_weight_bytes_models'}),
