@@ -32,6 +32,7 @@ from traitlets import Bool, Integer, List, Unicode
 from autograde import REPO, sandbox, scan
 from autograde.assignment import HIDDEN_BEGIN, RULE_PREFIX, is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
+from autograde.judge import runner_source
 from autograde.judges import judge_for
 from autograde.judges import warm as warm_judges
 from autograde.records import RunRecord, write_run_record
@@ -276,7 +277,8 @@ class SandboxedExecute(Execute):
                                                              if is_test_cell(c))},
                      "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells
                                 if is_locked_cell(c)},
-                     "packages": ["specdec"], "preimport": imported_modules(course)}
+                     "packages": ["specdec"], "preimport": imported_modules(course),
+                     "probe": runner_source() if self._judged else ""}
             fd = os.open(guard_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(guard, fh)
@@ -347,7 +349,7 @@ class SandboxedExecute(Execute):
         t0, probe = time.monotonic(), None
         try:
             remaining = max(1.0, self.notebook_timeout - (time.monotonic() - self._t0))
-            probe = KernelProbe(client, timeout=min(remaining, self._cell_timeout or remaining))
+            probe = KernelProbe(client, timeout=min(remaining, self._cell_timeout or remaining), stub=self.guard)
             self._judged[index](probe, np.random.default_rng([self._judge_seed, index]))
             return None
         except AssertionError as exc:

@@ -653,6 +653,8 @@ def run_test_cell(code, namespace, locked=None, audit=None):
 
 
 STUB = "# autograde: graded test cell "     # what the grader sends instead of a test's source
+PROBE_STUB = "# autograde: probe "         # a judge's probe: the marker, then its request as JSON (autograde.judge)
+PROBE_MIME = "application/x-autograde-probe+json"      # autograde.judge.MIME: the probe's answer
 AUDIT_MIME = "application/vnd.autograde.audit+json"
 EVIDENCE_MIME = "application/vnd.autograde.verdict+json"
 REBOUND_FIELD = "rebound"                   # of a failed test's error message: what a student's cell rebound
@@ -744,6 +746,12 @@ def main():
     if config.get("audit"):               # the grader turns it on (off only to measure what it costs)
         sys.addaudithook(audit.hook)
     runner, verify, send_tag, make_error, fail = run_test_cell, _verify_guard, evidence_tag, error_content, Failure
+    # the judges' probe runner (autograde.judge.runner_source), compiled once, here, before any student code: a
+    # probe then sends a line of data, and no probe's code is compiled in the kernel (nor audited as a cell's)
+    probe_space = {"__builtins__": builtins}
+    if config.get("probe"):
+        _exec(_compile(_str(config["probe"]), "<autograde-probe>", "exec"), probe_space)
+    probe_runner = probe_space.get("_ag_probe")
     own = globals()
     own_names, own_code = _guard_snapshot(own)
 
@@ -782,6 +790,8 @@ def main():
             namespace = self.shell.user_ns
             if code.startswith(STUB):
                 return self._ag_test(code[_len(STUB):].split(), namespace)
+            if code.startswith(PROBE_STUB) and probe_runner is not None:
+                return self._ag_probe(code[_len(PROBE_STUB):], namespace)
             digest = _sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
             if digest in locked_cells:
                 for what in locked.check_and_restore_sys_modules():
@@ -804,6 +814,27 @@ def main():
             finally:
                 for hook in _clear_hooks():
                     audit.note(f"installed a {hook} hook", self.execution_count)
+
+        def _ag_probe(self, request, namespace):
+            """A judge's probe: call the runner on the notebook's namespace and display its answer. What the
+            student's functions do while it runs is audited as always (their frames are their cells')."""
+            reply = {"status": "ok", "execution_count": self.execution_count, "payload": [], "user_expressions": {}}
+            try:
+                answer = probe_runner(namespace, *json.loads(request), None)
+            except _BaseException as exc:       # noqa: BLE001  (no answer: the grader reports it)
+                reply.update(status="error", ename=_type(exc).__name__, evalue=_str(exc)[:2000], traceback=[])
+                return reply
+            finally:
+                for hook in _clear_hooks():
+                    audit.note(f"installed a {hook} hook", self.execution_count)
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except _BaseException:
+                        pass
+            self.send_response(self.iopub_socket, "display_data",
+                               {"data": {PROBE_MIME: answer}, "metadata": {}, "transient": {}})
+            return reply
 
         def _ag_test(self, words, namespace):
             digest, nonce = (words + ["", ""])[:2]

@@ -7,7 +7,9 @@ kernel. A hidden test becomes a *probe* and a *judge*:
 - the **probe** is the only code the student's kernel sees of a test. It is generic: it calls one function of
   the notebook by name on arguments sent as plain data and answers with what came out, as plain data, in one
   ``display_data`` message of its own MIME type, tagged with a nonce drawn for that call. It holds no key, no
-  expected value and no reference;
+  expected value and no reference. The guard kernel compiles the probe's runner once, from its guard file,
+  before any student code, and each probe is then one line of data (``probe_stub``); a plain kernel gets the
+  runner's source with each probe (``probe_code``);
 - the **judge** runs in the grader's process (or one it starts), never in the sandbox. It draws the inputs
   from a seed the kernel never sees, asks through the probe, computes the reference on the same inputs itself
   and decides. Its functions live in modules the release step never ships (``autograde/judges/``).
@@ -32,7 +34,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-MIME = "application/x-autograde-probe+json"
+from autograde.guard_kernel import PROBE_MIME as MIME, PROBE_STUB
 MAX_BYTES = 4_000_000          # of one answer's JSON
 MAX_DEPTH = 16                 # nesting of lists, tuples and dicts
 MAX_ITEMS = 1_000_000          # numbers and strings in one answer, all levels together
@@ -143,8 +145,8 @@ class Raised:
 
 # ------------------------------------------------------------------------------------------ kernel side
 def _encode(obj, _depth=0):
-    """Plain data for JSON, run INSIDE the student's kernel (its source is sent with each probe, so it imports
-    nothing of the course). Unknown objects become {"t": "other", "type": name}: the judge fails them."""
+    """Plain data for JSON, run INSIDE the student's kernel (its source is part of the probe's runner, so it
+    imports nothing of the course). Unknown objects become {"t": "other", "type": name}: the judge fails them."""
     if _depth > 16:
         return {"t": "other", "type": "too deep"}
     if obj is None or type(obj) in (bool, str):              # exact types: a subclass (numpy.float64) is tagged
@@ -292,8 +294,8 @@ def counted(model, label: str):
 
 
 def _build(x, tag, names, memo, counts):
-    """Arguments from plain data, run on both sides: INSIDE the student's kernel (its source is sent with each
-    probe) and in the judge (``build``). A tuple (tag, kind, ...) is built; other data passes through. Models are
+    """Arguments from plain data, run on both sides: INSIDE the student's kernel (its source is part of the
+    probe's runner) and in the judge (``build``). A tuple (tag, kind, ...) is built; other data passes through. Models are
     built once per probe (``memo``); ``counts`` receives the counted forwards."""
     if type(x) is list:
         return [_build(v, tag, names, memo, counts) for v in x]
@@ -459,8 +461,8 @@ def build(x, names, memo=None, counts=None):
     return _build(_from_json(_to_json(x, tag)), tag, names, memo, {} if counts is None else counts)
 
 
-_PROBE = '''
-def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
+_RUNNER = '''
+def _ag_probe(_ag_ns, _ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit, _ag_mime):
     import json as _j, sys as _s
 {builtins}
 {functions}
@@ -471,8 +473,8 @@ def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
                             "message": str(_ag_e)[:_ag_limit]}}}}
 
     def _ag_built(_ag_args, _ag_kwargs):
-        _ag_a = _build(_ag_args, _ag_tag, globals(), _ag_memo, _ag_counts)
-        _ag_k = _build(_ag_kwargs, _ag_tag, globals(), _ag_memo, _ag_counts)
+        _ag_a = _build(_ag_args, _ag_tag, _ag_ns, _ag_memo, _ag_counts)
+        _ag_k = _build(_ag_kwargs, _ag_tag, _ag_ns, _ag_memo, _ag_counts)
         for _ag_arm in _ag_memo.pop("__arm__", []):
             _ag_arm()
         return _ag_a, _ag_k
@@ -480,7 +482,7 @@ def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
     def _ag_call(_ag_a, _ag_k):
         _ag_before, _ag_watch = dict(_ag_counts), _ag_memo.pop("__watched__", None)
         try:
-            _ag_out = {{"value": _encode(globals()[_ag_name](*_ag_a, **_ag_k))}}
+            _ag_out = {{"value": _encode(_ag_ns[_ag_name](*_ag_a, **_ag_k))}}
         except BaseException as _ag_e:
             _ag_out = _ag_raised(_ag_e)
         if _ag_watch is not None:
@@ -519,10 +521,11 @@ def _ag_probe(_ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_limit):
     finally:
         for _ag_undo in _ag_memo.get("__undo__", []):
             _ag_undo()
-    _s.modules["IPython.display"].display({{"{mime}": _j.dumps(_ag_doc)}}, raw=True)
-_ag_probe({name!r}, {calls!r}, {many!r}, {nonce!r}, {tag!r}, {limit})
-del _ag_probe
+    if not _ag_mime:
+        return _j.dumps(_ag_doc)
+    _s.modules["IPython.display"].display({{_ag_mime: _j.dumps(_ag_doc)}}, raw=True)
 '''
+_CALL = "_ag_probe(globals(), {name!r}, {calls!r}, {many!r}, {nonce!r}, {tag!r}, {limit}, {mime!r})\ndel _ag_probe\n"
 
 
 @functools.lru_cache(maxsize=1)
@@ -531,8 +534,7 @@ def _builtins():
     named `type`, `len` or `max` (the probe runs in the notebook's namespace) must not change what a probe does."""
     import ast
     import builtins
-    code = _PROBE.format(functions=_kernel_functions(), builtins="", mime=MIME, name="f", calls="[]", many=False,
-                         nonce="n", tag="t", limit=1)
+    code = _RUNNER.format(functions=_kernel_functions(), builtins="")
     used = sorted({n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id in vars(builtins)})
     return "    import builtins as _ag_b\n    " + ", ".join(used) + " = " + ", ".join(f"_ag_b.{u}" for u in used)
 
@@ -543,10 +545,21 @@ def _kernel_functions():
     return "\n".join("    " + line for fn in (_encode, _build, _from_json) for line in inspect.getsource(fn).splitlines())
 
 
-def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=None) -> str:
-    """The code a probe runs in the student's kernel: call `name` on `args` (and `kwargs`); or on each of `calls`
-    (a list of (args, kwargs) pairs); or `n` times on `args`, mapped over their ``rows`` and ``seeds``; and display
-    the answer under MIME.
+@functools.lru_cache(maxsize=1)
+def runner_source() -> str:
+    """The source of ``_ag_probe(namespace, name, calls, many, nonce, tag, limit, mime)``, the one function that
+    answers every probe in the kernel. It imports nothing of the course (its helpers are written into it). The
+    guard kernel compiles it once, from the guard file, before any student code runs, and answers each probe
+    request (``probe_stub``) by calling it on the notebook's namespace: a request is then a line of data, not
+    11 kB of code IPython would tokenize and compile again on every probe. With no mime it returns the answer's
+    JSON text; with one it displays it under that mime (a plain kernel, ``probe_code``)."""
+    return _RUNNER.format(functions=_kernel_functions(), builtins=_builtins())
+
+
+def probe_request(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=None) -> list:
+    """What one probe asks, as plain data: [name, calls as a JSON text, many, nonce, tag, limit], the arguments of
+    ``_ag_probe`` after the namespace. Call `name` on `args` (and `kwargs`); or on each of `calls` (a list of
+    (args, kwargs) pairs); or `n` times on `args`, mapped over their ``rows`` and ``seeds``.
 
     Arguments must be plain data (None, bools, ints, finite floats, strings, bytes, lists, tuples and dicts of
     them) or ``Build`` objects (tensors, generators, the notebook's objects by name, model recipes). They travel as
@@ -558,8 +571,23 @@ def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=No
     many = True if calls is not None else (int(n) if n else False)      # many calls; n calls mapped over rows
     calls = [(tuple(a), dict(k)) for a, k in calls] if calls is not None else [(tuple(args), dict(kwargs or {}))]
     tag = "ag-build-" + secrets.token_hex(8)
-    return _PROBE.format(functions=_kernel_functions(), builtins=_builtins(), mime=MIME, name=name,
-                         calls=json.dumps(_to_json(calls, tag, 1)), many=many, nonce=nonce, tag=tag, limit=MAX_TEXT)
+    return [name, json.dumps(_to_json(calls, tag, 1)), many, nonce, tag, MAX_TEXT]
+
+
+def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=None) -> str:
+    """The cell a probe runs in a plain kernel (one without the guard's runner): the runner's source, then its call
+    on the notebook's globals, displaying the answer under MIME. Arguments as ``probe_request``."""
+    return _cell(probe_request(name, args, nonce, kwargs, calls, n))
+
+
+def _cell(request):
+    return runner_source() + _CALL.format(**dict(zip(("name", "calls", "many", "nonce", "tag", "limit"), request)),
+                                          mime=MIME)
+
+
+def probe_stub(request: list) -> str:
+    """The one line the grader sends a guard kernel for a probe: the guard's marker and the request's JSON."""
+    return PROBE_STUB + json.dumps(request)
 
 
 # ------------------------------------------------------------------------------------------ judge side
@@ -692,14 +720,15 @@ def _has_shape(values, shape):
 class _Probe:
     """``probe(name, *args, **kwargs)`` -> ("value", v) or ("raised", Raised), and ``probe.observed``: the counts
     that call reported; ``probe.many(name, calls)`` -> one answer per (args, kwargs) of `calls`, asked in one round
-    trip; ``probe.map(name, n, args, kwargs)`` -> n answers, mapped over ``rows`` and ``seeds``. Subclasses say how a probe's code reaches the kernel and its answer comes back (``_ask``)."""
+    trip; ``probe.map(name, n, args, kwargs)`` -> n answers, mapped over ``rows`` and ``seeds``. Subclasses say how
+    a probe's request (``probe_request``) reaches the kernel and its answer comes back (``_ask``)."""
 
     def __init__(self):
         self.calls, self.observed = 0, {}
 
     def __call__(self, name, *args, **kwargs):
         nonce = secrets.token_hex(16)
-        doc = _document(self._ask(name, probe_code(name, args, nonce, kwargs=kwargs), nonce), ("value", "raised"))
+        doc = _document(self._ask(name, probe_request(name, args, nonce, kwargs=kwargs), nonce), ("value", "raised"))
         self.observed = _observed(doc)
         return _one(doc)
 
@@ -708,16 +737,16 @@ class _Probe:
         if not calls:
             return []
         nonce = secrets.token_hex(16)
-        return self._answers(name, probe_code(name, (), nonce, calls=calls), nonce, len(calls))
+        return self._answers(name, probe_request(name, (), nonce, calls=calls), nonce, len(calls))
 
     def map(self, name, n, args, kwargs=None):
         """n calls of `name` in one round trip, on `args` and `kwargs` built once; an argument made with ``rows``
         gives call j its row j, one made with ``seeds`` a generator seeded with its j-th seed."""
         nonce = secrets.token_hex(16)
-        return self._answers(name, probe_code(name, tuple(args), nonce, kwargs=kwargs, n=n), nonce, n)
+        return self._answers(name, probe_request(name, tuple(args), nonce, kwargs=kwargs, n=n), nonce, n)
 
-    def _answers(self, name, code, nonce, n):
-        answers = decode_many(self._ask(name, code, nonce))
+    def _answers(self, name, request, nonce, n):
+        answers = decode_many(self._ask(name, request, nonce))
         if len(answers) != n:
             raise ProbeError(f"{len(answers)} answers to {n} calls of {name}")
         return answers
@@ -729,16 +758,20 @@ class KernelProbe(_Probe):
     `client` is a jupyter_client (blocking) KernelClient of the student's kernel. Each call draws a nonce,
     executes the probe and reads that execution's iopub messages until the kernel is idle again; the first
     display_data message of MIME whose JSON names the nonce is the answer. Anything else the kernel prints or
-    displays meanwhile is ignored; no answer, or an answer that does not parse, is a ProbeError."""
+    displays meanwhile is ignored; no answer, or an answer that does not parse, is a ProbeError.
 
-    def __init__(self, client, timeout=60.0):
+    `stub`: the kernel is the guard kernel (autograde.guard_kernel), which holds the probe's runner: a probe is
+    sent as one line of data (``probe_stub``). Otherwise (a plain kernel) as a cell with the runner's source."""
+
+    def __init__(self, client, timeout=60.0, stub=False):
         super().__init__()
         self.client, self.timeout, self.waited = client, float(timeout), 0.0     # waited: seconds in the kernel
+        self.stub = bool(stub)
 
-    def _ask(self, name, code, nonce):
+    def _ask(self, name, request, nonce):
         t0 = time.monotonic()
         try:
-            return self._ask_kernel(name, code, nonce)
+            return self._ask_kernel(name, probe_stub(request) if self.stub else _cell(request), nonce)
         finally:
             self.waited += time.monotonic() - t0
 
@@ -772,25 +805,24 @@ class KernelProbe(_Probe):
 
 
 class LocalProbe(_Probe):
-    """The same probe code run in this process, in `namespace` (a dict of the notebook's names): for the course's
-    own tests of the judges (the solution's functions, wrong implementations), never for grading."""
+    """The same probe runner called in this process, on `namespace` (a dict of the notebook's names), as the guard
+    kernel calls it on the notebook's: for the course's own tests of the judges (the solution's functions, wrong
+    implementations), never for grading."""
 
     def __init__(self, namespace):
         super().__init__()
         self.namespace = namespace
 
-    def _ask(self, name, code, nonce):
-        import IPython.display as shown
-
-        got = []
-        real = shown.display
-        shown.display = lambda data, raw=False: got.append(data.get(MIME))
-        try:
-            exec(code, self.namespace)
-        finally:
-            shown.display = real
+    def _ask(self, name, request, nonce):
+        answer = _runner()(self.namespace, *request, None)       # what the guard kernel does with a probe_stub
         self.calls += 1
-        answer = next((t for t in got if isinstance(t, str) and json.loads(t).get("nonce") == nonce), None)
-        if answer is None:
+        if not (isinstance(answer, str) and json.loads(answer).get("nonce") == nonce):
             raise ProbeError(f"no answer to the probe of {name}")
         return answer
+
+
+@functools.lru_cache(maxsize=1)
+def _runner():
+    space = {}
+    exec(compile(runner_source(), "<autograde-probe>", "exec"), space)
+    return space["_ag_probe"]

@@ -64,10 +64,16 @@ def test_answers_are_bounded():
 def test_only_plain_data_crosses_into_the_kernel():
     code = judge.probe_code("f", ({"a": [1, 2.5]}, "s"), "abc")
     call = next(node.value for node in ast.parse(code).body if isinstance(node, ast.Expr))       # _ag_probe(...)
-    sent = [ast.literal_eval(arg) for arg in call.args]
+    assert ast.unparse(call.args[0]) == "globals()"                  # the notebook's namespace, then only data
+    sent = [ast.literal_eval(arg) for arg in call.args[1:]]
     assert sent[0] == "f" and "abc" in sent and json.loads(sent[1]) == \
         [{"t": "tuple", "items": [{"t": "tuple", "items": [{"t": "dict", "items": [["a", [1, 2.5]]]}, "s"]},
                                   {"t": "dict", "items": []}]}]
+    # to the guard kernel, which holds the runner, the same request travels as one line of JSON after its marker
+    stub = judge.probe_stub(judge.probe_request("f", ({"a": [1, 2.5]}, "s"), "abc"))
+    assert "\n" not in stub and stub.startswith(judge.PROBE_STUB)
+    request = json.loads(stub[len(judge.PROBE_STUB):])
+    assert [request[0], json.loads(request[1])] == [sent[0], json.loads(sent[1])] and request[3] == "abc"
     ns = {"f": lambda d, s: (sorted(d), s, b"x", {1: (2,)})}
     assert judge.LocalProbe(ns)("f", {"a": [1, 2.5]}, "s") == ("value", (["a"], "s", judge.Other("builtins.bytes"), {1: (2,)}))
     for bad in ((object(),), (float("nan"),), (torch.tensor([1]),)):
