@@ -11,8 +11,9 @@ The model, per forward pass of `batch` sequences with `tokens` new tokens each (
 - each MoE layer reads the distinct experts its M tokens route to: under uniform top-r routing over E experts,
   E (1 - (1 - r / E)^M) on average (`expected_experts`); a skewed router with per-expert inclusion probabilities
   p_e (summing to r) reads sum_e (1 - (1 - p_e)^M) (`expected_experts_skewed`), never more than the uniform one;
-- the other weights (attention projections, routers, dense layers, shared experts, LM head) are read once per pass
-  whatever M is, as in 07;
+- the shared experts (`shared_experts` per MoE layer) are read by every pass, at the experts' bits, and used by every
+  token; the other weights (attention projections, routers, dense layers, LM head) are read once per pass whatever M
+  is, as in 07;
 - the weight bytes follow their bits per weight (`expert_bits`, `dense_bits`); the KV cache keeps its own
   (`kv_bits`); a quantised weight costs `dequant_flops` FLOPs per weight read to expand;
 - FLOPs: 2 per active weight per token (every token multiplies by its r experts, the shared ones and the dense
@@ -74,11 +75,10 @@ def moe_spec(cfg, expert_bits=None, dense_bits=16.0, kv_bits=16.0, dequant_flops
         hd = cfg.get("head_dim") or cfg["hidden_size"] // heads
         kv_values = 2 * cfg["num_key_value_heads"] * hd
         attn_flops = 4.0 * heads * hd * layers
-    dense = layers * n["attention"] + cfg["dense_layers"] * n["dense_mlp"] + moe_layers * n["router"] \
-        + moe_layers * cfg["shared_experts"] * n["expert"]
+    dense = layers * n["attention"] + cfg["dense_layers"] * n["dense_mlp"] + moe_layers * n["router"]
     return {"dense_params": float(dense), "lm_head_params": n["lm_head"] or n["embedding"],
             "expert_params": n["expert"], "moe_layers": moe_layers, "experts": cfg["experts"],
-            "experts_per_token": cfg["experts_per_token"],
+            "experts_per_token": cfg["experts_per_token"], "shared_experts": cfg["shared_experts"],
             "expert_bits": float(cfg.get("expert_weight_bits", 16) if expert_bits is None else expert_bits),
             "dense_bits": float(dense_bits), "kv_bits": float(kv_bits),
             "kv_bytes_per_token": kv_values * layers * kv_bits / 8, "attention_flops_per_cached_token": attn_flops,
@@ -93,7 +93,7 @@ def dense_as_moe(cfg_dense, bits=16.0, kv_bits=16.0, dequant_flops=None):
     attention = 2 * h * cfg_dense["num_attention_heads"] * hd + 2 * h * cfg_dense["num_key_value_heads"] * hd
     return {"dense_params": float(layers * attention), "lm_head_params": float(cfg_dense["vocab_size"] * h),
             "expert_params": float(3 * h * cfg_dense["intermediate_size"]), "moe_layers": layers, "experts": 1,
-            "experts_per_token": 1, "expert_bits": float(bits), "dense_bits": float(bits),
+            "experts_per_token": 1, "shared_experts": 0, "expert_bits": float(bits), "dense_bits": float(bits),
             "kv_bits": float(kv_bits), "kv_bytes_per_token": 2 * cfg_dense["num_key_value_heads"] * hd * layers * kv_bits / 8,
             "attention_flops_per_cached_token": 4.0 * cfg_dense["num_attention_heads"] * hd * layers,
             "dequant_flops": dequant_flops}
@@ -110,11 +110,12 @@ def moe_terms(spec, gpu, batch, context, tokens=1):
     n = getattr(gpu, "n_gpus", 1)
     bw, fl = gpu.bandwidth_bytes_per_s * gpu.mbu * n, gpu.flops_per_s * gpu.mfu * n
     M = batch * tokens
-    read = spec["moe_layers"] * expected_experts(spec["experts"], spec["experts_per_token"], M) * spec["expert_params"]
+    read = spec["moe_layers"] * (expected_experts(spec["experts"], spec["experts_per_token"], M)
+                                 + spec["shared_experts"]) * spec["expert_params"]
     dense_w = spec["dense_params"] + spec["lm_head_params"]
     dense = max(dense_w * spec["dense_bits"] / 8 / bw,
                 (2 * M * dense_w + _dequant(spec["dense_bits"], spec) * dense_w) / fl)
-    active = spec["moe_layers"] * spec["experts_per_token"] * spec["expert_params"]
+    active = spec["moe_layers"] * (spec["experts_per_token"] + spec["shared_experts"]) * spec["expert_params"]
     experts = max(read * spec["expert_bits"] / 8 / bw, (2 * M * active + _dequant(spec["expert_bits"], spec) * read) / fl)
     attention = max(batch * context * spec["kv_bytes_per_token"] / bw,
                     M * context * spec["attention_flops_per_cached_token"] / fl)
@@ -273,6 +274,7 @@ def test_expected_experts_bad_input(probe, rng):
 
 # ------------------------------------------------------------------------------------ B: moe_step_seconds
 STEP = "moe_step_seconds"
+SHARED_RULE = "rule: shared experts: every pass reads them and every token multiplies by them, besides its routed experts"
 
 
 def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), contexts=(0, 8192)):
@@ -288,6 +290,8 @@ def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), 
         if type(got) is not float:
             raise Broken("rule: return a plain Python float", describe(answer))
         if not _close(got, moe_step(spec, gpu, b, L, t)):
+            if spec["shared_experts"] and _close(got, moe_step(dict(spec, shared_experts=0), gpu, b, L, t)):
+                raise AssertionError(SHARED_RULE)
             raise AssertionError(rule)
 
 
