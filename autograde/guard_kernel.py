@@ -660,6 +660,15 @@ EVIDENCE_MIME = "application/vnd.autograde.verdict+json"
 REBOUND_FIELD = "rebound"                   # of a failed test's error message: what a student's cell rebound
 
 
+def _flush_streams():
+    """Flush the kernel's stdout and stderr, so what a test or a probe printed goes out before its reply."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except _BaseException:
+            pass
+
+
 def evidence_tag(key, digest, nonce):
     """The signature of a passed test: only the kernel's guard and the grader hold `key`."""
     return hmac.new(key, f"{digest}:{nonce}:passed".encode(), "sha256").hexdigest()
@@ -827,11 +836,7 @@ def main():
             finally:
                 for hook in _clear_hooks():
                     audit.note(f"installed a {hook} hook", self.execution_count)
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except _BaseException:
-                        pass
+                _flush_streams()
             self.send_response(self.iopub_socket, "display_data",
                                {"data": {PROBE_MIME: answer}, "metadata": {}, "transient": {}})
             return reply
@@ -852,11 +857,7 @@ def main():
                     audit.note("changed the grader's own code: " + ", ".join(changed[:8]))
                     failure = fail("GraderIntegrityError", "the grader's own code had been changed while this test ran: "
                                    + ", ".join(changed[:8]), 0)
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except _BaseException:
-                    pass
+            _flush_streams()
             reply = {"status": "ok", "execution_count": self.execution_count, "payload": [],
                      "user_expressions": {}}
             if failure is not None:

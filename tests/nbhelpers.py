@@ -153,3 +153,15 @@ def parse_contract(text=None):
             if cell is not None:
                 cell["rules"].append(m.group(1).strip())
     return doc
+
+
+def solution_cell(name, head):
+    """The source of the first cell of notebook `name`'s solution that starts with `head`."""
+    return next(c.source for c in read(solution_path(name)).cells if c.source.startswith(head))
+
+
+def fitted_h100_of_07(ns):
+    """Notebook 07's H100 fitted to vLLM and its FIT, from 07's fit cell run in 07's solution namespace `ns`."""
+    scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"))
+    exec(compile(solution_cell("07_batch_crossover", "# SpecDecode-Bench/simulator"), "07:fit", "exec"), scope)
+    return scope["h100_vllm"], scope["FIT"]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nbhelpers import read, solution_namespace, solution_path
+from nbhelpers import fitted_h100_of_07, read, solution_cell, solution_namespace, solution_path
 from specdec import DATA_DIR
 from specdec.tables import TPGroup, attainable, fit_linear_step, load_hardware
 
@@ -24,13 +24,7 @@ def published():
 
 
 def _fit_cell():
-    return next(c.source for c in read(solution_path("07_batch_crossover")).cells if c.source.startswith("# SpecDecode-Bench/simulator"))
-
-
-def _fitted_h100(ns):
-    scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"))
-    exec(compile(_fit_cell(), "07:fit", "exec"), scope)
-    return scope["h100_vllm"], scope["FIT"]
+    return solution_cell("07_batch_crossover", "# SpecDecode-Bench/simulator")
 
 
 def test_the_peak_model_is_unchanged_and_the_fitted_h100_meets_vllms_plain_step(ns, published):
@@ -39,7 +33,7 @@ def test_the_peak_model_is_unchanged_and_the_fitted_h100_meets_vllms_plain_step(
     assert h100.peak and h100.mbu == 1 and h100.mfu == 1 and h100.fixed_s == 0
     assert ns["step_seconds"](llama_8b, h100, 1, 0) == pytest.approx(15_009_849_344 / 3.35e12, rel=1e-12), \
         "the datasheet-peak model still gives 4.481 ms"
-    fitted, _ = _fitted_h100(ns)
+    fitted, _ = fitted_h100_of_07(ns)
     vllm = float(published["vllm-20780-8b-plain"]["result_ms_per_token"]) / 1e3
     step = ns["step_seconds"](llama_8b, fitted, 1, 0)
     assert abs(step / vllm - 1) <= 0.10, f"fitted plain step {step * 1e3:.3f} ms against vLLM's 7.07 ms"
@@ -50,7 +44,7 @@ def test_the_peak_model_is_unchanged_and_the_fitted_h100_meets_vllms_plain_step(
 
 def test_the_fit_in_07_is_the_published_one(ns, published):
     """Every coefficient 07 fits from is in data/published_timings.csv's row, as published."""
-    _, fit = _fitted_h100(ns)
+    _, fit = fitted_h100_of_07(ns)
     text = published["specdecode-bench-8b-h100"]["result_as_published"]
     numbers = {float(x) for x in re.findall(r"\d\.\d+e-\d+", text)}
     assert set(fit.values()) <= numbers, f"07's FIT {fit} is not the published row's {sorted(numbers)}"
@@ -305,7 +299,7 @@ def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says(ns):
     assert (round(peak(128, 0), 2), round(engine(128, 0), 2)) == (0.71, 0.85)
     assert round(peak(256, 0), 3) == 0.999 and math.isnan(engine(256, 0))
     assert (round(peak(256, 1024), 2), round(engine(256, 1024), 2)) == (0.73, 0.82)
-    assert scope["FIT"] == _fitted_h100(ns)[1]
+    assert scope["FIT"] == fitted_h100_of_07(ns)[1]
     assert scope["ENGINE"]["c_step"] == scope["FIT"]["scheduler_s"] and scope["ENGINE"]["first_draft_tokens"](4) == 6
 
 

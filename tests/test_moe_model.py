@@ -116,17 +116,12 @@ def test_a_plain_step_at_batch_1_reads_what_one_token_uses(name):
 
 
 # ------------------------------------------------------------------ notebook 12's ungraded sections, held to their text
-def _nb12_cell(head):
-    from nbhelpers import read, solution_path
-    return next(c.source for c in read(solution_path("12_moe_and_quantised")).cells if c.source.startswith(head))
-
-
 @pytest.fixture(scope="module")
 def ns12():
-    from nbhelpers import solution_namespace
+    from nbhelpers import solution_cell, solution_namespace
     ns = solution_namespace("12_moe_and_quantised")
     for head in ("def skewed_inclusion(", 'with open(DATA_DIR / "published_timings.csv"'):
-        exec(compile(_nb12_cell(head), f"12:{head[:24]}", "exec"), ns)
+        exec(compile(solution_cell("12_moe_and_quantised", head), f"12:{head[:24]}", "exec"), ns)
     return ns
 
 
@@ -156,13 +151,8 @@ def test_12s_fitted_h100_is_07s_and_its_conclusion_holds(ns12):
     conclusion's claims on both H100s: on the fitted one the MoE targets gain more at batch 1 than at the peaks and
     pay most at a moderate batch; the 4.5-bit 8B stops paying before its bf16 twin at the peaks (alpha 0.8 and
     0.6) and on the fitted H100 at alpha 0.6, and at the same batch as it at alpha 0.8."""
-    from nbhelpers import read, solution_namespace, solution_path
-    ns07 = solution_namespace("07_batch_crossover")
-    scope = dict(ns07, llama_8b=ns07["model_spec"]("Llama-3.1-8B"))
-    fit07 = next(c.source for c in read(solution_path("07_batch_crossover")).cells
-                 if c.source.startswith("# SpecDecode-Bench/simulator"))
-    exec(compile(fit07, "07:fit", "exec"), scope)
-    fitted07, fitted12 = scope["h100_vllm"], ns12["h100_vllm"]
+    from nbhelpers import fitted_h100_of_07, solution_namespace
+    fitted07, fitted12 = fitted_h100_of_07(solution_namespace("07_batch_crossover"))[0], ns12["h100_vllm"]
     assert fitted12.mbu == pytest.approx(fitted07.mbu, rel=1e-9) and fitted12.mfu == pytest.approx(fitted07.mfu, rel=1e-3)
     assert fitted12.fixed_s == pytest.approx(fitted07.fixed_s, rel=1e-3) and fitted12.fixed_s > 2e-3
     h100, speedup, stops = ns12["h100"], ns12["moe_speedup"], ns12["pays_most_and_stops"]
