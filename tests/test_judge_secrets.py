@@ -2,9 +2,10 @@
 judged outside the kernel, a student's code that searches its own process (the kernel's globals and history, the
 guard's closures and module, the environment, the files of its folder, /tmp and the connection folder), once
 inside a graded function while a judge's probe calls it and once after the last test, finds neither the grader's
-key, nor the judge's seed, nor any text of a hidden test (their rules, their markers). Controls prove the search
+key, nor the judge's seed, nor any text of a hidden test (their rules, their markers). Controls prove each pass
 sees what it searches: a variable the instructor exported (SPECDEC_*) is found in the environment, and the visible
-part of a test cell is found in the guard's closure."""
+part of a test cell is found in the guard's closure. Each pass keeps what it scanned alive, so that a freed copy's
+id, reused by the next copy (of the environment, of a class's dict), is not taken as already seen."""
 import importlib
 import json
 import secrets
@@ -20,6 +21,7 @@ from autograde.notebook_io import released_notebook
 
 KEY = bytes.fromhex("5e" * 4 + "c7" * 28)           # the grader's key and the judge's seed, fixed for this test
 SEED = 0x5EED_1234_ABCD_9876
+BUDGET = 400_000                                    # objects one pass of the search may scan
 CONTROL = "control-7f3a9c-from-the-instructor"
 
 SEARCH = r'''
@@ -29,10 +31,13 @@ import os as _os
 import sys as _sys
 
 # the needles travel reversed and hex-encoded, so that the search does not find its own source; the decoded
-# strings are marked seen before the search starts
+# strings are never scanned
 _TARGETS = {name: [bytes.fromhex(h)[::-1].decode("utf-8") for h in hexes] for name, hexes in %(targets)s.items()}
-_FOUND, _SEEN = {}, {id(_TARGETS)} | {id(v) for v in _TARGETS.values()} | {id(n) for v in _TARGETS.values() for n in v}
-_SCANNED = [0]
+_NEEDLES = {id(_TARGETS)} | {id(v) for v in _TARGETS.values()} | {id(n) for v in _TARGETS.values() for n in v}
+_BUDGET = %(budget)d
+# _SEEN: id -> the shallowest depth it was scanned at; _KEEP holds what a pass scanned, so that no id is reused
+_FOUND, _PASSES, _SEEN, _KEEP, _SCANNED = {}, {}, {}, [], [0]
+_NEEDLES |= {id(_FOUND), id(_PASSES), id(_SEEN), id(_KEEP), id(_SCANNED)}     # nor is the search's own state
 
 
 def _hit(where, text):
@@ -42,9 +47,11 @@ def _hit(where, text):
 
 
 def _scan(where, obj, depth=0):
-    if id(obj) in _SEEN or depth > 6 or _SCANNED[0] > 400_000:
+    # an object first met deep down is met again nearer the top: scanned again there, its children within reach
+    if id(obj) in _NEEDLES or _SEEN.get(id(obj), 99) <= depth or depth > 6 or _SCANNED[0] >= _BUDGET:
         return
-    _SEEN.add(id(obj))
+    _SEEN[id(obj)] = depth
+    _KEEP.append(obj)
     _SCANNED[0] += 1
     try:
         if isinstance(obj, (bytes, bytearray)):
@@ -80,6 +87,21 @@ def _scan(where, obj, depth=0):
 
 
 def _search(label):
+    import time as _time
+    _SEEN.clear()                  # each pass searches afresh, with its own budget
+    _KEEP.clear()
+    _SCANNED[0], t0, error = 0, _time.monotonic(), None
+    try:
+        _search_from(label)
+    except BaseException as exc:   # the report says so; the test fails on it
+        error = repr(exc)[:200]
+    _KEEP.clear()
+    _PASSES[label] = {"scanned": _SCANNED[0], "seconds": round(_time.monotonic() - t0, 1), "error": error,
+                      "found": sorted({what for what, wheres in _FOUND.items()
+                                       if any(w.startswith(label + ":") for w in wheres)})}
+
+
+def _search_from(label):
     ip = get_ipython()
     _scan(label + ":user_ns", dict(ip.user_ns))
     _scan(label + ":kernel", ip.kernel)
@@ -95,7 +117,9 @@ def _search(label):
             try:
                 if _os.path.isfile(path) and _os.path.getsize(path) < 2_000_000:
                     with open(path, "rb") as fh:
-                        _scan(label + ":file " + path, fh.read())
+                        data = fh.read()
+                    _SCANNED[0] += 1
+                    _hit(label + ":file " + path, data.hex() + " " + data.decode("latin-1"))
             except OSError:
                 pass
 '''
@@ -138,7 +162,7 @@ def test_nothing_secret_is_reachable_from_the_students_process(tmp_path, monkeyp
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == function)
     # the solution, searching once from inside the function while a judge's probe calls it
     hidden_form = {what: [n.encode("utf-8")[::-1].hex() for n in needles] for what, needles in targets.items()}
-    cell.source = SEARCH % {"targets": repr(hidden_form)} + "\n" + cell.source.replace(
+    cell.source = SEARCH % {"targets": repr(hidden_form), "budget": BUDGET} + "\n" + cell.source.replace(
         f"def {function}(", f"def _right_{function}(", 1) + f'''
 
 
@@ -157,7 +181,7 @@ def {function}(*args, **kwargs):
     return _right_{function}(*args, **kwargs)
 '''
     nb.cells.append(nbformat.v4.new_code_cell('_search("after the tests")\nprint("SEARCH " + _json.dumps('
-                                              '{"found": _FOUND, "scanned": _SCANNED[0], '
+                                              '{"found": _FOUND, "passes": _PASSES, '
                                               '"in_probe": bool(_searched_in_probe)}))'))
     a = load_assignment(name)
     course = Course(tmp_path / "work", sandboxed=True)
@@ -171,8 +195,11 @@ def {function}(*args, **kwargs):
     assert "SEARCH " in text, graded.cells[-1].get("outputs")
     report = json.loads(text.split("SEARCH ", 1)[1].splitlines()[0])
     found = report["found"]
-    assert report["scanned"] > 2_000 and report["in_probe"], report
-    assert "control: environment" in found and "control: guard closure" in found, found   # the search sees them
+    passes = report["passes"]
+    assert report["in_probe"] and set(passes) == {"inside a probe", "after the tests"}, report
+    for label, seen in passes.items():          # each pass ran to its end and saw what it must see
+        assert seen["error"] is None and 2_000 < seen["scanned"] < BUDGET, (label, seen)
+        assert {"control: environment", "control: guard closure"} <= set(seen["found"]), (label, seen, found)
     assert not {"key", "seed", "hidden tests"} & set(found), {k: found[k][:5] for k in found}
     # the grader's key really was this run's (the patch took), and its judged cells passed
     assert g.points == a.points, {k: (o.kind, o.rule) for k, o in g.results.items() if not o.passed}
