@@ -7,7 +7,8 @@ specdec.tables, .plotting, .checks, .cards   hardware and model tables from data
                                              the exact-type conversions graded tests compare with, the model card
 specdec.core       the decoding core: the plain KV-cached decoder and its plumbing (decoding: 02-11), the shipped
                    pair and the padded target (models: 02, 04, 05, 09-11), Medusa heads and the EAGLE draft
-                   (drafters: 09), the lean Llama forward (lean: 09), token trees priced at batch (trees: 10)
+                   (drafters: 09), the lean Llama forward (lean: 09), token trees priced at batch (trees: 10),
+                   the target's mixture-of-experts twin (moe_twin: 12)
 specdec.measure    measuring this machine: timing and steadiness (timing: 02, 05, 09-11), round timing and the
                    fastest plain baseline (rounds: 05, 09), kernel paths (kernels: 09, 10), torch.profiler
                    terms (profiling: 09), notebook 10's CPU step model (cpu_step_model), the layer-slice
