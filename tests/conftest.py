@@ -7,32 +7,6 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest  # noqa: E402
 
-# which test modules need what (pyproject.toml registers the markers; `make test-fast` runs none of them)
-MODULE_MARKS = {
-    "test_notebooks": ("notebooks",),
-    "test_workspace": ("notebooks",),
-    "test_exchange": ("notebooks",),
-    "test_autograde": ("notebooks",),
-    "test_autograde_adversarial": ("notebooks",),
-    "test_autograde_environment": ("notebooks",),
-    "test_autograde_integrity": ("notebooks",),
-    "test_autograde_introspection": ("notebooks",),
-    "test_autograde_throughput": ("notebooks", "slow"),
-    "test_grading_mode": ("notebooks",),
-    "test_judge_grading": ("notebooks",),
-    "test_judge_attacks": ("notebooks",),
-    "test_judge_secrets": ("notebooks",),
-    "test_browser": ("browser", "notebooks"),
-    "test_classroom": ("e2e", "notebooks"),
-    "test_wrong_implementations": ("slow",),
-}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        for mark in MODULE_MARKS.get(item.module.__name__.rpartition(".")[2], ()):
-            item.add_marker(mark)
-
 
 @pytest.fixture(scope="session")
 def pair():

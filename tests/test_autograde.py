@@ -15,6 +15,8 @@ from autograde.release import tool_env
 from autograde.repair import normalize
 from autograde.scan import findings_in, scan
 
+pytestmark = pytest.mark.notebooks
+
 A = "01_decode_is_bandwidth_bound"
 SOLUTION = SOLUTIONS / A / f"{A}.ipynb"
 LEARNER = NOTEBOOKS / A / f"{A}.ipynb"

@@ -26,7 +26,7 @@ from adversarial.classrun import class_run
 from autograde import REPO, sandbox
 from autograde.release import tool_env
 
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(1500)]
 PROTECTED = [REPO / "specdec" / "__init__.py", REPO / "data" / "hardware.csv", cases.SOLUTION, cases.RELEASED]
 REPORT = REPO / "tests" / "artifacts" / "adversarial_report.md"
 # every graded test cell of the released notebook is a grade of its own in the gradebook

@@ -16,7 +16,7 @@ from autograde.pipeline import Graded
 from autograde.records import RunRecord
 
 A = "01_decode_is_bandwidth_bound"
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from adversarial import cases04
 from adversarial.classrun import class_run, write_report
 from autograde import REPO, sandbox
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(900)]
 REPORT = REPO / "tests" / "artifacts" / "integrity_report.md"
 
 

@@ -10,7 +10,7 @@ from adversarial import introspection04
 from adversarial.classrun import class_run, write_report
 from autograde import REPO, sandbox
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(900)]
 REPORT = REPO / "tests" / "artifacts" / "introspection_report.md"
 
 

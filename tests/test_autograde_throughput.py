@@ -6,6 +6,8 @@ import pytest
 
 from adversarial.throughput import measure
 
+pytestmark = [pytest.mark.notebooks, pytest.mark.slow]
+
 
 @pytest.mark.skipif(not os.environ.get("AUTOGRADE_THROUGHPUT"), reason="opt-in: set AUTOGRADE_THROUGHPUT=1")
 @pytest.mark.timeout(3600)

@@ -75,7 +75,7 @@ TIMES = {}                      # notebook -> seconds from Run All Cells to idle
 CPU = {}                        # notebook -> CPU seconds its kernel used (start-up and run)
 SLIDER_MOVED = {}               # notebook -> (readout before, readout after)
 
-pytestmark = pytest.mark.timeout(RUN_S + 120)
+pytestmark = [pytest.mark.browser, pytest.mark.notebooks, pytest.mark.timeout(RUN_S + 120)]
 
 if os.environ.get("SPECDEC_SKIP_BROWSER") == "1":
     pytestmark = [pytestmark, pytest.mark.skip(reason="SPECDEC_SKIP_BROWSER=1")]

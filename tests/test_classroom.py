@@ -69,7 +69,7 @@ def measurements(user):
                       folder=d).read_text()
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom"
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.notebooks, pytest.mark.timeout(600)]
 
 
 # ----------------------------------------------------------------------------- traps (no users needed)

@@ -2,8 +2,12 @@
 points the panel at a local exchange that `python -m autograde workspace` (run by `make lab`) fills."""
 import re
 
+import pytest
+
 from autograde import COURSE_ID, NOTEBOOKS, REPO, assignments
 from autograde.release import publish
+
+pytestmark = pytest.mark.notebooks
 
 
 def listed(monkeypatch, exchange, root=NOTEBOOKS):

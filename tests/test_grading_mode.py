@@ -9,6 +9,8 @@ from autograde.assignment import is_measuring_cell, load_assignment, source_note
 from autograde.course import Course
 from autograde.notebook_io import released_notebook
 
+pytestmark = pytest.mark.notebooks
+
 
 def _measuring():
     out = []

@@ -11,7 +11,7 @@ from adversarial import judge_attacks
 from adversarial.classrun import class_run
 from autograde import sandbox
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(1200)]
 ASSIGNMENTS = ["04_speculative_decoder", "09_speculation_that_pays", "10_batches_and_servers", "11_real_engines"]
 
 

@@ -10,6 +10,8 @@ from autograde.course import Course
 from autograde.notebook_io import released_notebook
 from autograde.judges import judge_for
 
+pytestmark = pytest.mark.notebooks
+
 NAME = "11_real_engines"
 JUDGED = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(str(source_notebook(NAME)), as_version=4).cells
           if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")}

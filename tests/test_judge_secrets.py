@@ -19,6 +19,8 @@ from autograde.course import Course
 from autograde.guard_kernel import PROBE_STUB
 from autograde.notebook_io import released_notebook
 
+pytestmark = pytest.mark.notebooks
+
 KEY = bytes.fromhex("5e" * 4 + "c7" * 28)           # the grader's key and the judge's seed, fixed for this test
 SEED = 0x5EED_1234_ABCD_9876
 BUDGET = 400_000                                    # objects one pass of the search may scan

@@ -11,6 +11,8 @@ from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 from nbhelpers import (ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, SESSION_START, error_outputs,
                        graded_code_cells, judge, learner_path, read, solution_path, validate)
 
+pytestmark = pytest.mark.notebooks
+
 
 def test_there_are_assignments():
     assert ASSIGNMENTS, "solutions/ holds no assignment"

@@ -19,6 +19,8 @@ from autograde.check import check
 from autograde.release import copy_notebook_folder, publish
 from autograde.workspace import MANIFEST, UPDATES, WORKSPACE, resolve_notebook, set_up
 
+pytestmark = pytest.mark.notebooks
+
 EDITED = "04_speculative_decoder"
 NEW = "09_new_in_the_course"
 ANSWER = "# the learner's own answer, kept across course updates\nx = 42\n"

@@ -36,6 +36,8 @@ from autograde.assignment import TestCell
 from autograde.executor import visible_part
 from autograde.judge import LocalProbe
 
+pytestmark = pytest.mark.slow
+
 NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
              "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
              "07": "07_batch_crossover", "08": "08_break_even_acceptance",
