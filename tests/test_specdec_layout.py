@@ -119,3 +119,49 @@ def test_one_meaning_per_name():
     ours = {m.name.rsplit(".", 1)[1] for m in _modules()}
     grader = {p.stem for p in (REPO / "autograde").glob("*.py")} - {"__init__", "__main__"}
     assert not ours & grader, f"module names in both specdec and autograde: {sorted(ours & grader)}"
+
+
+def _notebook_imports():
+    """{module: {notebook number}}: the specdec modules each solution notebook's code cells import."""
+    import nbformat
+
+    from autograde import SOLUTIONS, assignments
+    used = {}
+    for name in assignments():
+        nb = nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(code)):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                         if isinstance(node, ast.ImportFrom) and node.module else [])
+                for module in names:
+                    if module.startswith("specdec.") and _exists(module):
+                        used.setdefault(module, set()).add(name[:2])
+    return used
+
+
+def _numbers(listed):
+    """'01, 06-08, 12' -> {'01', '06', '07', '08', '12'}."""
+    out = set()
+    for part in listed.split(","):
+        first, _, last = part.strip().partition("-")
+        out |= {f"{n:02d}" for n in range(int(first), int(last or first) + 1)}
+    return out
+
+
+def test_the_module_map_names_the_notebooks_that_import_each_module():
+    """The docstring's `(module: notebooks)` lists are the notebooks whose solutions import the module; a module no
+    notebook imports has no list."""
+    doc, used = specdec.__doc__, _notebook_imports()
+    wrong = {}
+    for m in _modules():
+        short = m.name.rsplit(".", 1)[1]
+        listed = re.search(rf"\({short}: ([0-9][0-9, \-]*)[);]", " ".join(doc.split()))
+        said = _numbers(listed.group(1)) if listed else set()
+        if said != used.get(m.name, set()):
+            wrong[m.name] = (sorted(said), sorted(used.get(m.name, set())))
+    assert not wrong, f"specdec's module map (listed, imported by): {wrong}"
+    assert len(used) >= 15, used            # the scan reads the notebooks' imports
