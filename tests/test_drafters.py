@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from specdec import cards
+from specdec.training import cards
 from specdec.core.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
 from specdec.core.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
                               load_medusa, trainable_params)

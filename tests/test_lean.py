@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from specdec.core.decoding import ForwardCounter, forward_step, greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.core.lean import LeanCache, LeanLlama, time_step_parts
+from specdec.core.lean import LeanCache, LeanLlama
 from specdec.core.models import heldout_texts, padded_target
 from specdec.measure import kernels
-from specdec.measure.profiling import TERMS, attribute, profile_rounds
+from specdec.measure.profiling import TERMS, attribute, profile_rounds, step_parts, time_step_parts
 from specdec.measure.rounds import measure_rounds, plain_decode, timed_decode
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -103,7 +103,7 @@ def test_step_parts_read_every_matrix_once_and_leave_the_cache_as_it_was(pair, p
     target, _, _ = pair
     big = kernels.convert(padded_target(target, 1024), path, inplace=True)
     lean = LeanLlama(big, max_len=64)
-    step, products, megabytes = lean.step_parts(context=8)
+    step, products, megabytes = step_parts(lean, context=8)
     assert list(megabytes) == ["q/k/v", "o", "gate/up", "down", "lm head"]
     emb = big.model.embed_tokens.weight
     norms = sum(p.numel() * p.element_size() for name, p in big.named_parameters() if "norm" in name) / 1e6
@@ -124,7 +124,7 @@ def test_step_parts_read_every_matrix_once_and_leave_the_cache_as_it_was(pair, p
     assert split["outside"] == pytest.approx(split["step"] - split["products"])
     for bad in (0, 64, 2.0):
         with pytest.raises(ValueError, match="context"):
-            lean.step_parts(context=bad)
+            step_parts(lean, context=bad)
     with pytest.raises(ValueError, match="repeats"):
         time_step_parts(lean, repeats=0)
 

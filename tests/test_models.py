@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from specdec import cards
+from specdec.training import cards
 from specdec.core.decoding import count_params
 from specdec.core.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
                             load_pair)

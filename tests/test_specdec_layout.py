@@ -7,6 +7,7 @@ import importlib.util
 import pkgutil
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from nbhelpers import parse_contract
 from specdec import MOVED, REPO
 
 ROOMS = {"core", "measure", "training", "engines"}
-TOP = {"tables", "plotting", "checks", "cards"}          # shared by every room
+TOP = {"tables", "plotting", "checks"}          # shared by every room
 
 
 def _modules():
@@ -165,3 +166,55 @@ def test_the_module_map_names_the_notebooks_that_import_each_module():
             wrong[m.name] = (sorted(said), sorted(used.get(m.name, set())))
     assert not wrong, f"specdec's module map (listed, imported by): {wrong}"
     assert len(used) >= 15, used            # the scan reads the notebooks' imports
+
+
+# which rooms a room may import (besides itself, the shared modules and the package's own names): core stands alone,
+# measure and training build on core, engines on core and measure; the shared modules import no room
+MAY_IMPORT = {"core": set(), "measure": {"core"}, "training": {"core"}, "engines": {"core", "measure"}}
+
+
+def _arrows():
+    """[(module, its room or None for a shared module, imported specdec module, imported names)] for every import in
+    specdec's modules, at any depth (a function's lazy import counts too)."""
+    out = []
+    for m in _modules():
+        parts = m.name.split(".")
+        room = parts[1] if len(parts) == 3 else None
+        for node in ast.walk(ast.parse(_source(m))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("specdec"):
+                out.append((m.name, room, node.module, [a.name for a in node.names]))
+            elif isinstance(node, ast.Import):
+                out += [(m.name, room, a.name, []) for a in node.names if a.name.startswith("specdec")]
+    return out
+
+
+def test_rooms_import_in_one_direction_and_no_private_name_crosses_a_module():
+    arrows = _arrows()
+    assert len(arrows) > 40, arrows                     # the scan reads the imports
+    wrong, private = [], []
+    for module, room, target, names in arrows:
+        parts = target.split(".")
+        to = parts[1] if len(parts) > 1 and parts[1] in ROOMS else None
+        if to is not None and to != room and (room is None or to not in MAY_IMPORT[room]):
+            wrong.append(f"{module} -> {target}")
+        private += [f"{module} <- {target}.{n}" for n in names if n.startswith("_") and target != module]
+    assert not wrong, f"imports against the rooms' direction ({MAY_IMPORT}; shared modules import none): {wrong}"
+    assert not private, f"private names imported from another module: {private}"
+
+
+def test_the_direction_test_sees_a_wrong_arrow(monkeypatch):
+    fake = [("specdec.core.lean", "core", "specdec.measure.timing", ["note_spread"]),
+            ("specdec.tables", None, "specdec.core.models", ["DOMAINS"])]
+    monkeypatch.setattr(sys.modules[__name__], "_arrows", lambda: fake * 30)
+    with pytest.raises(AssertionError, match="specdec.core.lean -> specdec.measure.timing.*specdec.tables -> "):
+        test_rooms_import_in_one_direction_and_no_private_name_crosses_a_module()
+
+
+@pytest.mark.parametrize("old, name", sorted(specdec.MOVED_NAMES))
+def test_a_moved_name_still_imports_from_its_old_module(old, name):
+    new = importlib.import_module(specdec.MOVED_NAMES[old, name])
+    with pytest.warns(FutureWarning, match=f"{new.__name__}.{name}"):
+        got = getattr(importlib.import_module(old), name)
+    assert got is getattr(new, name)
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        importlib.import_module(old).nothing_here

@@ -77,7 +77,8 @@ def feed(model, cache, tokens: torch.Tensor) -> torch.Tensor:
     return out.logits[0]                                   # (L - n, V)
 
 
-def _check_ids(input_ids, max_new_tokens):
+def check_ids(input_ids, max_new_tokens):
+    """ValueError unless input_ids is a (1, T) LongTensor, T >= 1, and max_new_tokens >= 1 (the decoders' inputs)."""
     if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1
             and input_ids.shape[1] >= 1):
         shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
@@ -93,7 +94,7 @@ def plain_generate(model, input_ids, max_new_tokens, temperature=0.0, generator=
     input_ids: (1, T) prompt. temperature 0 is greedy (argmax). End-of-sequence is ignored:
     exactly max_new_tokens tokens are produced, as speculative_generate does.
     """
-    _check_ids(input_ids, max_new_tokens)
+    check_ids(input_ids, max_new_tokens)
     cache = new_cache(model)
     logits = model(input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]   # (V,)
     out = [input_ids]

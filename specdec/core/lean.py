@@ -22,14 +22,13 @@ another order): used as a *draft* that changes nothing the target accepts (exact
 """
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
 
-def _rms_norm(x, weight, eps):
+def rms_norm(x, weight, eps):
     """transformers' LlamaRMSNorm, its operators in its order (normalised in fp32, cast back, then scaled):
     bit for bit the same, in fewer operators than ``F.rms_norm``'s decomposition on CPU (measured: 5 of them)."""
     h = x if x.dtype == torch.float32 else x.float()
@@ -103,54 +102,6 @@ class LeanLlama(torch.nn.Module):
             q=att.q_proj, k=att.k_proj, v=att.v_proj, o=att.o_proj, gate=mlp.gate_proj, up=mlp.up_proj,
             down=mlp.down_proj, scaling=att.scaling)
 
-    def step_parts(self, context: int = 24):
-        """One decode step, and its matrix products alone: (step, products, megabytes).
-
-        ``step()`` runs one decode step (a one-token forward on a cache holding `context` positions, rolled back
-        after, so every call is the same step). ``products()`` runs the step's matrix products alone, layer by
-        layer in the step's order, on one row of zeros, and returns {kind: seconds} for "q/k/v", "o", "gate/up",
-        "down" and "lm head" (fused matrices where the forward fuses them, the int8 modules themselves where it
-        does not). Each product reads other weights, so one call streams the model from memory as the step does.
-        ``megabytes`` is {kind: MB of weights those products read}. The step minus the products is what the step
-        spends outside them (norms, rotary, attention, the cache, Python)."""
-        if not isinstance(context, int) or not 1 <= context < self.max_len:
-            raise ValueError(f"context must be an int in [1, {self.max_len - 1}], got {context!r}")
-        from specdec.measure.kernels import weight_megabytes
-
-        cache = self.new_cache()
-        ids = torch.zeros(1, context, dtype=torch.long)
-        self(ids, cache=cache, logits_to_keep=1)
-        one = ids[:, :1]
-
-        def step():
-            self(one, cache=cache, logits_to_keep=1)
-            cache.crop(context)
-
-        h, a, z = (torch.zeros(1, n, dtype=self.dtype)
-                   for n in (self.config.hidden_size, self.heads * self.head_dim, self.config.intermediate_size))
-        ops = []                                                              # (kind, matrix or module, input)
-        for L in self.layers:
-            ops += [("q/k/v", L.qkv, h)] if L.qkv is not None else [("q/k/v", m, h) for m in (L.q, L.k, L.v)]
-            ops.append(("o", L.o, a))
-            ops += [("gate/up", L.gate_up, h)] if L.gate_up is not None else [("gate/up", m, h) for m in (L.gate, L.up)]
-            ops.append(("down", L.down, z))
-        ops.append(("lm head", self.lm_head, h))
-        kinds = list(dict.fromkeys(kind for kind, _, _ in ops))
-
-        @torch.no_grad()
-        def products():
-            seconds = dict.fromkeys(kinds, 0.0)
-            for kind, op, x in ops:
-                t0 = time.perf_counter()
-                F.linear(x, op) if isinstance(op, torch.Tensor) else op(x)
-                seconds[kind] += time.perf_counter() - t0
-            return seconds
-
-        megabytes = dict.fromkeys(kinds, 0.0)
-        for kind, op, _ in ops:
-            megabytes[kind] += op.numel() * op.element_size() / 1e6 if isinstance(op, torch.Tensor) else weight_megabytes(op)
-        return step, products, megabytes
-
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.kv_heads, self.max_len, self.head_dim, self.dtype)
 
@@ -172,7 +123,7 @@ class LeanLlama(torch.nn.Module):
         mask = None if m == 1 or causal else self.causal[start:end, :end]
         half = hd // 2
         for i, L in enumerate(self.layers):
-            h = _rms_norm(x, L.ln1, L.eps1)
+            h = rms_norm(x, L.ln1, L.eps1)
             if L.qkv is not None:
                 qkv = F.linear(h, L.qkv).view(m, nh + 2 * nkv, hd)
                 qk, v = qkv[:, :nh + nkv], qkv[:, nh + nkv:]
@@ -187,44 +138,21 @@ class LeanLlama(torch.nn.Module):
             a = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
                                                is_causal=causal, scale=L.scaling, enable_gqa=nh != nkv)
             x = x + L.o(a[0].transpose(0, 1).reshape(m, nh * hd))
-            h = _rms_norm(x, L.ln2, L.eps2)
+            h = rms_norm(x, L.ln2, L.eps2)
             if L.gate_up is not None:
                 g, u = F.linear(h, L.gate_up).chunk(2, dim=-1)
             else:
                 g, u = L.gate(h), L.up(h)
             x = x + L.down(F.silu(g) * u)
         cache.length = end
-        x = _rms_norm(x, self.norm_w, self.norm_eps)
+        x = rms_norm(x, self.norm_w, self.norm_eps)
         keep = x if not logits_to_keep else x[-logits_to_keep:]
         logits = self.lm_head(keep).unsqueeze(0)                               # (1, m', V)
         return SimpleNamespace(logits=logits, hidden_states=(x.unsqueeze(0),) if output_hidden_states else None)
 
 
-def time_step_parts(model: LeanLlama, repeats: int = 15, warmup: int = 3, context: int = 24):
-    """Where one decode step of `model` goes: {"step": s, "products": s, kind: s for each kind of matrix product}
-    (``LeanLlama.step_parts``), each the median of `repeats` passes, the step and the products alone interleaved
-    so drift hits both alike, and {kind: MB}. "outside" = step - products: the time outside the matrix products."""
-    import statistics
-
-    from specdec.measure.timing import note_spread
-
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    step, products, megabytes = model.step_parts(context)
-    for _ in range(warmup):
-        step()
-        products()
-    steps, parts = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        step()
-        steps.append(time.perf_counter() - t0)
-        parts.append(products())
-    totals = [sum(p.values()) for p in parts]
-    note_spread(steps)
-    note_spread(totals)
-    med = statistics.median
-    out = {"step": med(steps), "products": med(totals)}
-    out.update({kind: med(p[kind] for p in parts) for kind in megabytes})
-    out["outside"] = out["step"] - out["products"]
-    return out, megabytes
+def __getattr__(name):
+    """time_step_parts moved to specdec.measure.profiling (issue 64: core imports no measure); a notebook saved before
+    the move still imports it from here, with a FutureWarning (specdec.MOVED_NAMES)."""
+    from specdec import moved_name
+    return moved_name(__name__, name)

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from specdec.core.lean import _rms_norm
+from specdec.core.lean import rms_norm
 
 
 class TwinCache:
@@ -184,7 +184,7 @@ class MoeTwin(torch.nn.Module):
         half = hd // 2
         self.experts_read = []
         for i, L in enumerate(self.layers):
-            h = _rms_norm(x, L.ln1, L.eps1)
+            h = rms_norm(x, L.ln1, L.eps1)
             qkv = F.linear(h, L.qkv).view(B, m, nh + 2 * nkv, hd)
             qk, v = qkv[:, :, :nh + nkv], qkv[:, :, nh + nkv:]
             qk = qk * cos + qk.roll(half, dims=-1) * sin
@@ -195,10 +195,10 @@ class MoeTwin(torch.nn.Module):
             a = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
                                                is_causal=causal, scale=L.scaling, enable_gqa=nh != nkv)
             x = x + F.linear(a.transpose(1, 2).reshape(B, m, nh * hd), L.o)
-            h = _rms_norm(x, L.ln2, L.eps2)
+            h = rms_norm(x, L.ln2, L.eps2)
             x = x + self._moe(h.reshape(B * m, -1), L).view(B, m, -1)
         cache.length = end
-        x = _rms_norm(x, self.norm_w, self.norm_eps)
+        x = rms_norm(x, self.norm_w, self.norm_eps)
         keep = x if not logits_to_keep else x[:, -logits_to_keep:]
         return SimpleNamespace(logits=F.linear(keep, self.lm_head), hidden_states=None)
 

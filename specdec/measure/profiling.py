@@ -19,8 +19,15 @@ unprofiled run's; the notebook reads the split from here and feeds its model fro
 from __future__ import annotations
 
 import os
+import statistics
+import time
 
+import torch
+import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
+
+from specdec.measure.kernels import weight_megabytes
+from specdec.measure.timing import note_spread
 
 # kineto (the profiler's backend) writes "USDT: profiler_start / profiler_stop" to stderr on every profile, into
 # the notebook's output; level 6 keeps it quiet. It reads the variable when the first profile starts.
@@ -107,3 +114,78 @@ def profile_rounds(run, target, draft=None):
     rounds, seconds = result
     terms = attribute(prof.events(), seconds)
     return {k: v / rounds for k, v in terms.items()}, seconds / rounds, prof
+
+
+# a lean forward's decode step taken apart (notebook 09's "plain step" lines); moved from specdec.core.lean
+def step_parts(model, context: int = 24):
+    """One decode step of `model` (a specdec.core.lean.LeanLlama), and its matrix products alone: (step, products,
+    megabytes).
+
+    ``step()`` runs one decode step (a one-token forward on a cache holding `context` positions, rolled back
+    after, so every call is the same step). ``products()`` runs the step's matrix products alone, layer by
+    layer in the step's order, on one row of zeros, and returns {kind: seconds} for "q/k/v", "o", "gate/up",
+    "down" and "lm head" (fused matrices where the forward fuses them, the int8 modules themselves where it
+    does not). Each product reads other weights, so one call streams the model from memory as the step does.
+    ``megabytes`` is {kind: MB of weights those products read}. The step minus the products is what the step
+    spends outside them (norms, rotary, attention, the cache, Python)."""
+    if not isinstance(context, int) or not 1 <= context < model.max_len:
+        raise ValueError(f"context must be an int in [1, {model.max_len - 1}], got {context!r}")
+    cache = model.new_cache()
+    ids = torch.zeros(1, context, dtype=torch.long)
+    model(ids, cache=cache, logits_to_keep=1)
+    one = ids[:, :1]
+
+    def step():
+        model(one, cache=cache, logits_to_keep=1)
+        cache.crop(context)
+
+    h, a, z = (torch.zeros(1, n, dtype=model.dtype)
+               for n in (model.config.hidden_size, model.heads * model.head_dim, model.config.intermediate_size))
+    ops = []                                                              # (kind, matrix or module, input)
+    for L in model.layers:
+        ops += [("q/k/v", L.qkv, h)] if L.qkv is not None else [("q/k/v", m, h) for m in (L.q, L.k, L.v)]
+        ops.append(("o", L.o, a))
+        ops += [("gate/up", L.gate_up, h)] if L.gate_up is not None else [("gate/up", m, h) for m in (L.gate, L.up)]
+        ops.append(("down", L.down, z))
+    ops.append(("lm head", model.lm_head, h))
+    kinds = list(dict.fromkeys(kind for kind, _, _ in ops))
+
+    @torch.no_grad()
+    def products():
+        seconds = dict.fromkeys(kinds, 0.0)
+        for kind, op, x in ops:
+            t0 = time.perf_counter()
+            F.linear(x, op) if isinstance(op, torch.Tensor) else op(x)
+            seconds[kind] += time.perf_counter() - t0
+        return seconds
+
+    megabytes = dict.fromkeys(kinds, 0.0)
+    for kind, op, _ in ops:
+        megabytes[kind] += op.numel() * op.element_size() / 1e6 if isinstance(op, torch.Tensor) else weight_megabytes(op)
+    return step, products, megabytes
+
+
+def time_step_parts(model, repeats: int = 15, warmup: int = 3, context: int = 24):
+    """Where one decode step of `model` goes: {"step": s, "products": s, kind: s for each kind of matrix product}
+    (``step_parts``), each the median of `repeats` passes, the step and the products alone interleaved
+    so drift hits both alike, and {kind: MB}. "outside" = step - products: the time outside the matrix products."""
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    step, products, megabytes = step_parts(model, context)
+    for _ in range(warmup):
+        step()
+        products()
+    steps, parts = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        step()
+        steps.append(time.perf_counter() - t0)
+        parts.append(products())
+    totals = [sum(p.values()) for p in parts]
+    note_spread(steps)
+    note_spread(totals)
+    med = statistics.median
+    out = {"step": med(steps), "products": med(totals)}
+    out.update({kind: med(p[kind] for p in parts) for kind in megabytes})
+    out["outside"] = out["step"] - out["products"]
+    return out, megabytes

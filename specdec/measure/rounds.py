@@ -30,7 +30,7 @@ from functools import lru_cache
 
 import torch
 
-from specdec.core.decoding import ForwardCounter, _check_ids, new_cache
+from specdec.core.decoding import ForwardCounter, check_ids, new_cache
 from specdec.measure.timing import note_spread
 
 PROFILE_KEYS = ("rounds", "drafted", "propose_seconds", "verify_seconds", "total_seconds")
@@ -83,7 +83,7 @@ def plain_decode(model, input_ids, max_new_tokens):
     Returns (tokens (1, T + max_new_tokens), seconds): `seconds` is the time of the max_new_tokens one-token
     forwards (and their argmax) after a prefill of the first T - 1 prompt tokens, the same span the speculative
     loop's ``stats["seconds"]`` covers (its first verify forward carries the last prompt token)."""
-    _check_ids(input_ids, max_new_tokens)
+    check_ids(input_ids, max_new_tokens)
     T = input_ids.shape[1]
     buf = torch.empty(1, T + max_new_tokens, dtype=torch.long)
     buf[:, :T] = input_ids

@@ -20,7 +20,7 @@ separate draft and early exit; ``--smoke`` for tests. Its numbers go to drafters
 
 import sys
 
-# the model card (data/models/README.md, MEASURED_NOTES in specdec.cards) names specdec.training.train.copy_skill
+# the model card (data/models/README.md, MEASURED_NOTES in specdec.training.cards) names specdec.training.train.copy_skill
 from specdec.training.train_pair import copy_skill  # noqa: F401
 
 

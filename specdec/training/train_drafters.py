@@ -3,7 +3,7 @@
 Medusa heads and an EAGLE feature draft (specdec.core.drafters) are trained against the frozen target of
 ``--target-from`` (default ``--out``), saved in medusa/ and eagle/, and measured (greedy α and τ per domain)
 against the separate draft and early exit; ``--smoke`` for tests. Their numbers go to drafters.json and the
-model card (specdec.cards).
+model card (specdec.training.cards).
 
     python -m specdec.training.train drafters --out data/models              # the shipped drafters (~15 min)
 """
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec.cards import file_sha256, model_card
+from specdec.training.cards import file_sha256, model_card
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
 from specdec.training.corpus import DOMAINS, load_corpus

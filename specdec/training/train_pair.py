@@ -4,7 +4,7 @@ Steps: build the three-domain corpus (specdec.training.corpus), train one byte-l
 train the target (LlamaForCausalLM) on next-token cross-entropy, train the draft (a much
 smaller LlamaForCausalLM, same vocabulary) by distillation on the target's logits, save both
 in fp16 with save_pretrained, then reload them and measure held-out loss and greedy α per
-domain for the model card (specdec.cards). Everything is seeded; with the same seed, thread count and
+domain for the model card (specdec.training.cards). Everything is seeded; with the same seed, thread count and
 Python version the run reproduces.
 
     python -m specdec.training.train --out data/models           # the shipped pair (~20 min, 2 cores)
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec.cards import matching_drafters, model_card
+from specdec.training.cards import matching_drafters, model_card
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
 from specdec.training.corpus import DOMAINS, corpus_versions, load_corpus
