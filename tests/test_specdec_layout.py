@@ -18,7 +18,7 @@ from nbhelpers import parse_contract
 from specdec import MOVED, REPO
 
 ROOMS = {"core", "measure", "training", "engines"}
-TOP = {"tables", "plotting", "checks"}          # shared by every room
+TOP = {"tables", "plotting", "checks", "moved"}          # shared by every room
 
 
 def _modules():
@@ -218,3 +218,30 @@ def test_a_moved_name_still_imports_from_its_old_module(old, name):
     assert got is getattr(new, name)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         importlib.import_module(old).nothing_here
+
+
+def test_the_shims_live_in_one_module_and_end_with_their_release():
+    """specdec.moved holds every shim; an old module's __getattr__ only hands the name to it; and once the course's
+    version (pyproject.toml) reaches SHIMS_END, the shims must go: this test fails until they do."""
+    from specdec import moved
+    version = re.search(r'^version = "([0-9.]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+
+    def release(text):
+        return tuple(int(x) for x in text.split("."))
+    assert release(version) < release(moved.SHIMS_END), (
+        f"the course is at release {version}, and the shims of specdec.moved go with release {moved.SHIMS_END}: remove them "
+        f"(MODULES, NAMES, PACKAGES and the __getattr__ that call moved_name)")
+    sources = {m.name: _source(m) for m in _modules()}
+    sources.update({f"specdec.{room}": (REPO / "specdec" / room / "__init__.py").read_text() for room in ROOMS})
+    with_getattr = set()
+    for name, source in sources.items():
+        tree = ast.parse(source)
+        for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "__getattr__"]:
+            with_getattr.add(name)
+            calls = {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            assert calls == {"moved_name"}, f"{name}.__getattr__ does more than hand the name to specdec.moved"
+        warns_of_moves = [c.lineno for c in ast.walk(tree) if isinstance(c, ast.Call)
+                          and any(isinstance(x, ast.Name) and x.id == "FutureWarning" for x in ast.walk(c))]
+        assert name == "specdec.moved" or not warns_of_moves, f"{name} warns of a move itself: shims live in specdec.moved"
+    assert with_getattr == {old for old, _ in moved.NAMES} | set(moved.PACKAGES), \
+        "every old module in NAMES or PACKAGES hands its names to specdec.moved, and no other module has a __getattr__"

@@ -153,6 +153,6 @@ class LeanLlama(torch.nn.Module):
 
 def __getattr__(name):
     """time_step_parts moved to specdec.measure.profiling (issue 64: core imports no measure); a notebook saved before
-    the move still imports it from here, with a FutureWarning (specdec.MOVED_NAMES)."""
-    from specdec import moved_name
+    the move still imports it from here, with a FutureWarning (specdec.moved)."""
+    from specdec.moved import moved_name
     return moved_name(__name__, name)

@@ -3,15 +3,7 @@
 
 
 def __getattr__(name):
-    # notebooks saved before the move imported specdec.engines' functions from here: they live in .install now
-    import importlib
-    import warnings
-
-    if name.startswith("__"):
-        raise AttributeError(name)
-    install = importlib.import_module("specdec.engines.install")
-    if hasattr(install, name):
-        warnings.warn(f"specdec.engines.{name} is now specdec.engines.install.{name}: change the import",
-                      FutureWarning, stacklevel=2)
-        return getattr(install, name)
-    raise AttributeError(f"module 'specdec.engines' has no attribute {name!r}")
+    """Notebooks saved before the move imported specdec.engines' functions from here: they live in .install now
+    (specdec.moved, with a FutureWarning)."""
+    from specdec.moved import moved_name
+    return moved_name(__name__, name)
