@@ -62,8 +62,8 @@ def test_every_reference_names_a_module_where_it_is():
     of the course: the longest module prefix of each exists, and none is a flat name of before the move."""
     bad = []
     for path in _course_files():
-        if path.name == "test_specdec_layout.py":        # names the old layout on purpose
-            continue
+        if path.name == "test_specdec_layout.py" or path == REPO / "specdec" / "moved.py":   # name the old layout
+            continue                                                                          # on purpose
         try:
             text = path.read_text()
         except (UnicodeDecodeError, FileNotFoundError):
