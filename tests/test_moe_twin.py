@@ -6,7 +6,8 @@ import torch
 
 from specdec.core.decoding import greedy_generate, heldout_prompts
 from specdec.core.models import heldout_texts
-from specdec.core.moe_twin import TwinCache, moe_twin
+from specdec.core.lean import LeanCache
+from specdec.core.moe_twin import moe_twin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -100,6 +101,6 @@ def test_bad_input_is_named(pair):
     twin = moe_twin(target, 2, 1, 688)
     with pytest.raises(ValueError, match="batch"):
         twin.new_cache(0)
-    with pytest.raises(ValueError, match="TwinCache for batch 2"):
+    with pytest.raises(ValueError, match="LeanCache for batch 2"):
         twin(torch.zeros(2, 3, dtype=torch.long), cache=twin.new_cache(1))
-    assert isinstance(twin.new_cache(3), TwinCache) and twin.new_cache(3).keys[0].shape[0] == 3
+    assert isinstance(twin.new_cache(3), LeanCache) and twin.new_cache(3).keys[0].shape[0] == 3

@@ -36,14 +36,29 @@ def rms_norm(x, weight, eps):
     return weight * (h if x.dtype == torch.float32 else h.to(x.dtype))
 
 
-class LeanCache:
-    """Keys and values of every layer, preallocated: (1, kv_heads, max_len, head_dim) each; `length` positions held."""
+def rotary_tables(rotary_emb, head_dim, max_len, dtype):
+    """(cos, sin, causal): transformers' rotary embedding as tables over positions (max_len, head_dim), sin carrying
+    rotate_half's sign so that rotate_half(x) * sin = x.roll(head_dim / 2) * sin, and the causal mask (max_len,
+    max_len): one lookup per step (the lean forwards here and in specdec.core.moe_twin)."""
+    pos = torch.arange(max_len, dtype=torch.float32)
+    freqs = pos[:, None] * rotary_emb.inv_freq.float()[None, :]                # (max_len, head_dim / 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    half = head_dim // 2
+    sign = torch.cat((-torch.ones(half), torch.ones(half)))
+    cos = (emb.cos() * rotary_emb.attention_scaling).to(dtype)
+    sin = (emb.sin() * rotary_emb.attention_scaling * sign).to(dtype)
+    return cos, sin, torch.ones(max_len, max_len, dtype=torch.bool).tril()
 
-    def __init__(self, layers, kv_heads, max_len, head_dim, dtype):
-        shape = (1, kv_heads, max_len, head_dim)
+
+class LeanCache:
+    """Keys and values of every layer, preallocated: (batch, kv_heads, max_len, head_dim) each; `length` positions
+    held (the same for every row of the batch)."""
+
+    def __init__(self, layers, kv_heads, max_len, head_dim, dtype, batch=1):
+        shape = (batch, kv_heads, max_len, head_dim)
         self.keys = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
         self.values = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
-        self.length, self.max_len = 0, max_len
+        self.batch, self.length, self.max_len = batch, 0, max_len
 
     def get_seq_length(self, layer_idx=0) -> int:
         return self.length
@@ -80,15 +95,7 @@ class LeanLlama(torch.nn.Module):
             self.layers = [self._layer(layer) for layer in inner.layers]
         self.norm_w, self.norm_eps = inner.norm.weight, inner.norm.variance_epsilon
         self.lm_head = model.lm_head
-        rot = inner.rotary_emb
-        pos = torch.arange(self.max_len, dtype=torch.float32)
-        freqs = pos[:, None] * rot.inv_freq.float()[None, :]                   # (max_len, head_dim / 2)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        half = self.head_dim // 2
-        sign = torch.cat((-torch.ones(half), torch.ones(half)))                # rotate_half(x) = roll(x, half) * sign
-        self.cos = (emb.cos() * rot.attention_scaling).to(self.dtype)          # (max_len, head_dim)
-        self.sin = (emb.sin() * rot.attention_scaling * sign).to(self.dtype)
-        self.causal = torch.ones(self.max_len, self.max_len, dtype=torch.bool).tril()
+        self.cos, self.sin, self.causal = rotary_tables(inner.rotary_emb, self.head_dim, self.max_len, self.dtype)
 
     def _layer(self, layer):
         att, mlp = layer.self_attn, layer.mlp

@@ -27,28 +27,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from specdec.core.lean import rms_norm
-
-
-class TwinCache:
-    """Keys and values of every layer, preallocated: (B, kv_heads, max_len, head_dim) each; `length` positions held."""
-
-    def __init__(self, layers, batch, kv_heads, max_len, head_dim, dtype):
-        shape = (batch, kv_heads, max_len, head_dim)
-        self.keys = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
-        self.values = [torch.zeros(shape, dtype=dtype) for _ in range(layers)]
-        self.batch, self.length, self.max_len = batch, 0, max_len
-
-    def get_seq_length(self, layer_idx=0) -> int:
-        return self.length
-
-    def crop(self, max_length: int) -> None:
-        """Keep the first `max_length` positions (negative: remove that many from the end), as DynamicCache.crop."""
-        if max_length < 0:
-            max_length = self.length + max_length
-        if max_length < 0:
-            raise ValueError(f"max_length: cannot crop {self.length} positions to {max_length}")
-        self.length = min(self.length, max_length)
+from specdec.core.lean import LeanCache, rms_norm, rotary_tables
 
 
 def _power_of_two(n):
@@ -88,15 +67,7 @@ class MoeTwin(torch.nn.Module):
             self.layers = [self._layer(layer, gen) for layer in inner.layers]
             self.norm_w, self.norm_eps = inner.norm.weight.detach().to(dtype).clone(), inner.norm.variance_epsilon
             self.lm_head = target.lm_head.weight.detach().to(dtype).clone()
-        rot = inner.rotary_emb
-        pos = torch.arange(self.max_len, dtype=torch.float32)
-        freqs = pos[:, None] * rot.inv_freq.float()[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        half = self.head_dim // 2
-        sign = torch.cat((-torch.ones(half), torch.ones(half)))
-        self.cos = (emb.cos() * rot.attention_scaling).to(dtype)
-        self.sin = (emb.sin() * rot.attention_scaling * sign).to(dtype)
-        self.causal = torch.ones(self.max_len, self.max_len, dtype=torch.bool).tril()
+        self.cos, self.sin, self.causal = rotary_tables(inner.rotary_emb, self.head_dim, self.max_len, dtype)
         self.experts_read: list[int] = []          # distinct experts each layer read in the last forward
 
     def _layer(self, layer, gen):
@@ -120,10 +91,10 @@ class MoeTwin(torch.nn.Module):
             router=torch.randn(self.experts, H, generator=gen).to(dt),
             experts=[expert() for _ in range(self.experts)])
 
-    def new_cache(self, batch: int = 1) -> TwinCache:
+    def new_cache(self, batch: int = 1) -> LeanCache:
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
             raise ValueError(f"batch must be an int >= 1, got {batch!r}")
-        return TwinCache(len(self.layers), batch, self.kv_heads, self.max_len, self.head_dim, self.dtype)
+        return LeanCache(len(self.layers), self.kv_heads, self.max_len, self.head_dim, self.dtype, batch=batch)
 
     def expert_megabytes(self) -> float:
         """MB of weights one expert of one layer holds (its gate, up and down matrices)."""
@@ -169,8 +140,8 @@ class MoeTwin(torch.nn.Module):
         B, m = ids.shape
         if cache is None:
             cache = self.new_cache(B)
-        if not isinstance(cache, TwinCache) or cache.batch != B:
-            raise ValueError(f"cache must be this model's TwinCache for batch {B} (new_cache({B})), "
+        if not isinstance(cache, LeanCache) or cache.batch != B:
+            raise ValueError(f"cache must be this model's LeanCache for batch {B} (new_cache({B})), "
                              f"got {type(cache).__name__}")
         start = cache.length
         end = start + m
