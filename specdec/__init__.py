@@ -10,7 +10,7 @@ specdec.tables, .plotting, .checks, .moved   shared by every room: hardware and 
                    the release after which they go (moved); they import no room
 specdec.core       the decoding core: the plain KV-cached decoder and its plumbing (decoding: 04, 05, 09-12), the
                    shipped pair and the padded target (models: 04, 05, 09-12), Medusa heads and the EAGLE draft
-                   (drafters: 09), the lean Llama forward (lean: 09), token trees priced at batch (trees: 10),
+                   (drafters: 09), the lean Llama forward (lean: 09, 12), token trees priced at batch (trees: 10),
                    the target's mixture-of-experts twin (moe_twin: 12)
 specdec.measure    measuring this machine: timing and steadiness (timing: 01, 02, 05, 06, 09-12), round timing and
                    the fastest plain baseline (rounds: 05, 09), kernel paths (kernels: 09-12), torch.profiler
