@@ -117,3 +117,28 @@ def test_forward_step_keeps_the_context_length(model):
     step()   # would fail on a cache that grew past what crop removes
     with pytest.raises(ValueError, match="context"):
         forward_step(model, 1, context=0)
+
+
+def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
+    """batch B: B rows of `width` tokens after `context` each; the cache is back at `context` after every call."""
+    from specdec.core.moe_twin import moe_twin
+
+    for m, batch in ((model, 3), (moe_twin(model, 4, 2, 2 * model.config.intermediate_size, max_len=32), 3), (model, 1)):
+        seen = []
+        original = m.forward
+
+        def spy(input_ids, *args, **kwargs):
+            seen.append(tuple(input_ids.shape))
+            return original(input_ids, *args, **kwargs)
+
+        m.forward = spy
+        try:
+            step = forward_step(m, 4, context=6, batch=batch)
+            step()
+            step()
+        finally:
+            del m.forward
+        assert seen == [(batch, 6), (batch, 4), (batch, 4)], seen
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="batch"):
+            forward_step(model, 1, context=4, batch=bad)

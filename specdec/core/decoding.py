@@ -24,11 +24,14 @@ import torch
 import torch.nn.functional as F
 
 
-def new_cache(model):
+def new_cache(model, batch=1):
     """An empty KV cache for `model`: transformers' DynamicCache, or the model's own where it has one
-    (``specdec.core.lean.LeanLlama``, whose cache is preallocated)."""
+    (``specdec.core.lean.LeanLlama``, whose cache is preallocated). batch: the sequences it holds; a model's own
+    cache is asked for a batch only where batch > 1 (``specdec.core.moe_twin.MoeTwin`` takes one)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if hasattr(model, "new_cache"):
-        return model.new_cache()
+        return model.new_cache(batch) if batch > 1 else model.new_cache()
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
@@ -203,12 +206,13 @@ def heldout_prompts(tokenizer, texts, n_prompts, prompt_tokens=24, seed=0):
     return prompts
 
 
-def forward_step(model, width, context=64, vocab_size=None, seed=0):
+def forward_step(model, width, context=64, vocab_size=None, seed=0, batch=1):
     """A zero-argument callable that runs one cached forward pass of `width` tokens after `context`
     cached tokens, then crops the cache back, so every call sees the same context length.
 
-    width 1 is a plain decode step; width k+1 is a verify step. Time it with specdec.measure.timing
-    (median_seconds, or interleaved_medians to compare several under the same load).
+    width 1 is a plain decode step; width k+1 is a verify step; batch sequences run side by side (each
+    `width` tokens after its own `context`). Time it with specdec.measure.timing (median_seconds, or
+    interleaved_medians to compare several under the same load).
     """
     if width < 1:
         raise ValueError(f"width must be >= 1, got {width}")
@@ -216,10 +220,10 @@ def forward_step(model, width, context=64, vocab_size=None, seed=0):
         raise ValueError(f"context must be >= 1, got {context}")
     vocab_size = vocab_size or model.config.vocab_size
     gen = torch.Generator().manual_seed(seed)
-    cache = new_cache(model)
+    cache = new_cache(model, batch)
     with torch.no_grad():
-        model(torch.randint(0, vocab_size, (1, context), generator=gen), cache=cache, use_cache=True)
-    x = torch.randint(0, vocab_size, (1, width), generator=gen)
+        model(torch.randint(0, vocab_size, (batch, context), generator=gen), cache=cache, use_cache=True)
+    x = torch.randint(0, vocab_size, (batch, width), generator=gen)
 
     @torch.no_grad()
     def step():
