@@ -121,6 +121,7 @@ def test_forward_step_keeps_the_context_length(model):
 
 def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
     """batch B: B rows of `width` tokens after `context` each; the cache is back at `context` after every call."""
+    from specdec.core.lean import LeanLlama
     from specdec.core.moe_twin import moe_twin
 
     for m, batch in ((model, 3), (moe_twin(model, 4, 2, 2 * model.config.intermediate_size, max_len=32), 3), (model, 1)):
@@ -128,7 +129,7 @@ def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
         original = m.forward
 
         def spy(input_ids, *args, **kwargs):
-            seen.append(tuple(input_ids.shape))
+            seen.append((tuple(input_ids.shape), kwargs["cache"].get_seq_length()))
             return original(input_ids, *args, **kwargs)
 
         m.forward = spy
@@ -138,7 +139,9 @@ def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
             step()
         finally:
             del m.forward
-        assert seen == [(batch, 6), (batch, 4), (batch, 4)], seen
+        assert seen == [((batch, 6), 0), ((batch, 4), 6), ((batch, 4), 6)], seen   # (rows, width), cached before
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="batch"):
             forward_step(model, 1, context=4, batch=bad)
+    with pytest.raises(ValueError, match="batch must be 1 for LeanLlama"):      # its cache holds one sequence
+        forward_step(LeanLlama(model, max_len=16), 1, context=4, batch=2)

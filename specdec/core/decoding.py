@@ -31,7 +31,14 @@ def new_cache(model, batch=1):
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if hasattr(model, "new_cache"):
-        return model.new_cache(batch) if batch > 1 else model.new_cache()
+        if batch == 1:
+            return model.new_cache()
+        import inspect
+
+        if "batch" not in inspect.signature(model.new_cache).parameters:
+            raise ValueError(f"batch must be 1 for {type(model).__name__}: its own cache holds one sequence, "
+                             f"got batch {batch}")
+        return model.new_cache(batch)
     from transformers import DynamicCache
 
     return DynamicCache(config=model.config)
