@@ -27,17 +27,10 @@ import torch.nn.functional as F
 def new_cache(model, batch=1):
     """An empty KV cache for `model`: transformers' DynamicCache, or the model's own where it has one
     (``specdec.core.lean.LeanLlama``, whose cache is preallocated). batch: the sequences it holds; a model's own
-    cache is asked for a batch only where batch > 1 (``specdec.core.moe_twin.MoeTwin`` takes one)."""
+    cache takes it and refuses what it cannot hold (LeanLlama holds one sequence)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch must be an int >= 1, got {batch!r}")
     if hasattr(model, "new_cache"):
-        if batch == 1:
-            return model.new_cache()
-        import inspect
-
-        if "batch" not in inspect.signature(model.new_cache).parameters:
-            raise ValueError(f"batch must be 1 for {type(model).__name__}: its own cache holds one sequence, "
-                             f"got batch {batch}")
         return model.new_cache(batch)
     from transformers import DynamicCache
 

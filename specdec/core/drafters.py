@@ -172,8 +172,8 @@ class EagleDraft(_ReadsThroughTarget):
         self.lm_head  # noqa: B018 (raises when unbound)
         return self._bound.embed
 
-    def new_cache(self):
-        return new_cache(self.layer)
+    def new_cache(self, batch: int = 1):
+        return new_cache(self.layer, batch)
 
     def forward(self, h: torch.Tensor, next_ids: torch.Tensor, cache=None, attention_mask=None,
                 position_ids=None) -> torch.Tensor:

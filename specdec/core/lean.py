@@ -109,7 +109,9 @@ class LeanLlama(torch.nn.Module):
             q=att.q_proj, k=att.k_proj, v=att.v_proj, o=att.o_proj, gate=mlp.gate_proj, up=mlp.up_proj,
             down=mlp.down_proj, scaling=att.scaling)
 
-    def new_cache(self) -> LeanCache:
+    def new_cache(self, batch: int = 1) -> LeanCache:
+        if isinstance(batch, bool) or batch != 1:
+            raise ValueError(f"batch must be 1 for LeanLlama: its cache holds one sequence, got batch {batch!r}")
         return LeanCache(len(self.layers), self.kv_heads, self.max_len, self.head_dim, self.dtype)
 
     @torch.no_grad()
