@@ -3,6 +3,7 @@
 Everything nbgrader writes while grading (submissions, autograded copies, feedback, the gradebook)
 lives under autograde/work/, which git ignores.
 """
+
 import os
 
 c = get_config()  # noqa: F821 (provided by nbgrader)

@@ -4,6 +4,7 @@ The course's facts live here, once: where the repository, its solutions and lear
 nbgrader course id (nbgrader_config.py says the same; tests/test_exchange.py checks it), the working
 folder for everything grading writes, and how tools run by name (nbgrader calls `alembic`).
 """
+
 import os
 import sys
 from pathlib import Path
@@ -12,8 +13,8 @@ REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = REPO / "notebooks"
 COURSE_ID = "speculative-decoding"
-WORK = REPO / "autograde" / "work"          # gradebook, submitted/, autograded/, feedback/ (git-ignored)
-EXCHANGE = WORK / "exchange"                # the learner's local exchange (notebooks/nbgrader_config.py)
+WORK = REPO / "autograde" / "work"  # gradebook, submitted/, autograded/, feedback/ (git-ignored)
+EXCHANGE = WORK / "exchange"  # the learner's local exchange (notebooks/nbgrader_config.py)
 
 
 def assignments():

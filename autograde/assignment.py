@@ -3,6 +3,7 @@ source notebook, and which assignment a notebook belongs to.
 
 Reading and cutting notebooks is autograde.notebook_io's; repairing a submission, autograde.repair's;
 checking the course's own notebooks, autograde.lint's."""
+
 import ast
 import hashlib
 import re
@@ -13,13 +14,13 @@ import nbformat
 from autograde import SOLUTIONS
 
 HIDDEN_BEGIN = "### BEGIN HIDDEN TESTS"
-RULE_PREFIX = "rule: "           # a hidden assertion's message names the rule it checks: "rule: <label>"
+RULE_PREFIX = "rule: "  # a hidden assertion's message names the rule it checks: "rule: <label>"
 PART_HEADER = re.compile(r"^#{1,6}\s*(Part\s+[A-Za-z0-9]+)\b[^:]*:?\s*(.*)$", re.MULTILINE)
+
 
 def points_text(points):
     """'1 point', '2 points', '0.5 points': a score's unit, in English."""
     return f"{points:g} point" + ("" if float(points) == 1 else "s")
-
 
 
 def nbgrader_meta(cell):
@@ -31,22 +32,31 @@ def is_test_cell(cell):
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
-MEASURES_TAG = "measures"      # a course cell that only measures this machine: grading does not run it
+MEASURES_TAG = "measures"  # a course cell that only measures this machine: grading does not run it
 
 
 def is_measuring_cell(cell):
     """A plain course cell tagged `measures`: it times this machine (or shows what it timed) and defines nothing
     a graded part uses; grading runs the released copy of it not at all (autograde.executor)."""
     meta = nbgrader_meta(cell)
-    return (cell.get("cell_type") == "code" and MEASURES_TAG in (cell.get("metadata", {}).get("tags") or [])
-            and not meta.get("grade") and not meta.get("solution") and not meta.get("locked"))
+    return (
+        cell.get("cell_type") == "code"
+        and MEASURES_TAG in (cell.get("metadata", {}).get("tags") or [])
+        and not meta.get("grade")
+        and not meta.get("solution")
+        and not meta.get("locked")
+    )
 
 
 def is_locked_cell(cell):
     """A locked code cell that is not a test: the setup cell, or a given cell restating earlier answers."""
     meta = nbgrader_meta(cell)
-    return (cell.get("cell_type") == "code" and bool(meta.get("locked")) and not meta.get("grade")
-            and not meta.get("solution"))
+    return (
+        cell.get("cell_type") == "code"
+        and bool(meta.get("locked"))
+        and not meta.get("grade")
+        and not meta.get("solution")
+    )
 
 
 def sha256(text):
@@ -55,7 +65,7 @@ def sha256(text):
 
 @dataclass
 class TestCell:
-    __test__ = False               # a graded test cell, not a pytest class
+    __test__ = False  # a graded test cell, not a pytest class
     grade_id: str
     points: float
     source: str
@@ -84,6 +94,7 @@ class TestCell:
         """(judge module, function) where the hidden block names the judge that decides this cell outside the
         student's process (autograde/judges), else None."""
         from autograde.judges import marked
+
         return marked(self.source)
 
     @property
@@ -92,13 +103,20 @@ class TestCell:
         a judged cell, the labels its judge can raise."""
         if self.judge:
             from autograde.judges import rules_of
+
             return rules_of(*self.judge)
         tree = self._tree()
         if tree is None:
             return []
-        found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                 and n.value.startswith(RULE_PREFIX) and n.lineno > self.visible_lines]
-        return list(dict.fromkeys(n.value[len(RULE_PREFIX):].strip() for n in sorted(found, key=lambda n: n.lineno)))
+        found = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and n.value.startswith(RULE_PREFIX)
+            and n.lineno > self.visible_lines
+        ]
+        return list(dict.fromkeys(n.value[len(RULE_PREFIX) :].strip() for n in sorted(found, key=lambda n: n.lineno)))
 
     def rule_at(self, line):
         """The rule label of the hidden statement at `line`: the innermost statement holding that line, or the
@@ -107,15 +125,16 @@ class TestCell:
         tree = self._tree()
         if tree is None or line <= self.visible_lines:
             return ""
-        chain = []                                   # (span, block, index) of every statement holding the line
+        chain = []  # (span, block, index) of every statement holding the line
         for parent in ast.walk(tree):
             for name in ("body", "orelse", "finalbody", "handlers"):
                 stmts = getattr(parent, name, None)
                 if not isinstance(stmts, list):
                     continue
                 for i, stmt in enumerate(stmts):
-                    if isinstance(stmt, (ast.stmt, ast.excepthandler)) and \
-                            stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+                    if isinstance(stmt, (ast.stmt, ast.excepthandler)) and stmt.lineno <= line <= (
+                        stmt.end_lineno or stmt.lineno
+                    ):
                         chain.append(((stmt.end_lineno or stmt.lineno) - stmt.lineno, stmts, i))
         if not chain:
             return ""
@@ -133,9 +152,15 @@ class TestCell:
 
     @staticmethod
     def _labels(node):
-        found = sorted((n for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                        and n.value.startswith(RULE_PREFIX)), key=lambda n: (n.lineno, n.col_offset))
-        return [n.value[len(RULE_PREFIX):].strip() for n in found]
+        found = sorted(
+            (
+                n
+                for n in ast.walk(node)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(RULE_PREFIX)
+            ),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        return [n.value[len(RULE_PREFIX) :].strip() for n in found]
 
     def _tree(self):
         try:
@@ -146,11 +171,11 @@ class TestCell:
 
 @dataclass
 class Part:
-    label: str                     # "Part A" (or the grade id when the notebook has no part headers)
+    label: str  # "Part A" (or the grade id when the notebook has no part headers)
     title: str
     tests: list = field(default_factory=list)
-    functions: list = field(default_factory=list)   # names defined in the part's solution cells
-    example: str = ""              # the "Worked example: ..." sentence of the part's instructions
+    functions: list = field(default_factory=list)  # names defined in the part's solution cells
+    example: str = ""  # the "Worked example: ..." sentence of the part's instructions
 
     @property
     def points(self):
@@ -164,7 +189,7 @@ class Part:
 @dataclass
 class Assignment:
     name: str
-    notebook: str                  # notebook name without .ipynb
+    notebook: str  # notebook name without .ipynb
     parts: list
     solution_ids: list
 
@@ -223,7 +248,7 @@ def load_assignment(name):
                 current.functions += _defined_names(cell.source)
         if is_test_cell(cell):
             test = TestCell(meta["grade_id"], float(meta.get("points", 0)), cell.source)
-            if current is None:   # a notebook without "Part X" headers: one part per test
+            if current is None:  # a notebook without "Part X" headers: one part per test
                 parts.append(Part(label=test.grade_id, title=test.what, tests=[test]))
             else:
                 current.tests.append(test)

@@ -6,6 +6,7 @@ the guarded kernel, in the sandbox when bubblewrap is installed), in a temporary
 in the learner's folder is changed.  Prints points per part and, for each part that lost points, the
 test that failed, the visible line where it failed (hidden tests stay hidden) and a hint.
 """
+
 import hashlib
 import shutil
 import sys
@@ -27,8 +28,10 @@ STUDENT = "learner"
 def _prepared_gradebook(course, name):
     """Copy a cached gradebook holding this assignment's source, or build (and cache) it."""
     import nbgrader
-    key = hashlib.sha256(source_notebook(name).read_bytes() + (REPO / "nbgrader_config.py").read_bytes()
-                         + nbgrader.__version__.encode()).hexdigest()[:16]
+
+    key = hashlib.sha256(
+        source_notebook(name).read_bytes() + (REPO / "nbgrader_config.py").read_bytes() + nbgrader.__version__.encode()
+    ).hexdigest()[:16]
     cached = cache_dir() / f"{name}-{key}.db"
     target = course.work / "gradebook.db"
     if cached.exists():
@@ -42,12 +45,11 @@ def _prepared_gradebook(course, name):
         pass
 
 
-def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, measure=False,
-          out=sys.stdout):
+def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, measure=False, out=sys.stdout):
     """Grade one notebook; print the report; return (points, max points) or None if it could not be graded."""
     t0 = time.monotonic()
     try:
-        path = resolve_notebook(path)       # an assignment (04) means the learner's copy in the workspace
+        path = resolve_notebook(path)  # an assignment (04) means the learner's copy in the workspace
     except LookupError as exc:
         print(f"cannot grade {path}: {exc}", file=out)
         return None
@@ -68,25 +70,36 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         sandboxed = sandbox.bwrap_status()[0]
     work = Path(tempfile.mkdtemp(prefix="autograde-check-"))
     try:
-        course = Course(work, sandboxed=sandboxed, cell_timeout=cell_timeout,
-                        notebook_timeout=notebook_timeout, quick=quick, measure=measure)
+        course = Course(
+            work,
+            sandboxed=sandboxed,
+            cell_timeout=cell_timeout,
+            notebook_timeout=notebook_timeout,
+            quick=quick,
+            measure=measure,
+        )
         _prepared_gradebook(course, assignment.name)
         released = released_notebook(assignment)
         findings = scan.scan(nb, released)
         pipeline.submit(course, assignment, STUDENT, nb, released)
-        how = "sandboxed" if sandboxed else ("not sandboxed" if explicit else
-                                             "not sandboxed: bubblewrap is not installed; it is your own code")
-        print(f"checking {path} against {assignment.name} ({how}; {grading_sources()}) ...", file=out,
-              flush=True)
+        how = (
+            "sandboxed"
+            if sandboxed
+            else ("not sandboxed" if explicit else "not sandboxed: bubblewrap is not installed; it is your own code")
+        )
+        print(f"checking {path} against {assignment.name} ({how}; {grading_sources()}) ...", file=out, flush=True)
         graded = pipeline.grade(course, assignment, STUDENT, released)
         if not graded.ok:
             print(f"could not grade the notebook: {graded.reason}", file=out)
             return None
         if graded.course_failure:
-            advice = ("The cell is the course's, though it may call your functions: if they are not much slower "
-                      "than they need to be, run the check again on a quieter machine (or with a longer "
-                      "--cell-timeout)" if graded.record.course_timeouts else
-                      "Your code is not the cause: set up the course again (make lab, or make test) and check again")
+            advice = (
+                "The cell is the course's, though it may call your functions: if they are not much slower "
+                "than they need to be, run the check again on a quieter machine (or with a longer "
+                "--cell-timeout)"
+                if graded.record.course_timeouts
+                else "Your code is not the cause: set up the course again (make lab, or make test) and check again"
+            )
             print(f"could not grade the notebook: {graded.course_failure}. {advice}.", file=out)
             return None
         record, results = graded.record, graded.results
@@ -112,20 +125,31 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
             if e["kind"] == "timeout" and (not stop or e["message"] != stop["message"]):
                 print(f"note: {e['message']}", file=out)
         if record.skipped:
-            print(f"note: {len(record.skipped)} cells that only measure this machine were not run (timings are "
-                  f"never graded; your graded functions must not need what they set); --measure runs them",
-                  file=out)
+            print(
+                f"note: {len(record.skipped)} cells that only measure this machine were not run (timings are "
+                f"never graded; your graded functions must not need what they set); --measure runs them",
+                file=out,
+            )
         if findings:
-            print(f"warning: the instructor's grader will flag this notebook for review and give it 0 until "
-                  f"then, because of {scan.describe(findings)}; answers need none of this", file=out)
+            print(
+                f"warning: the instructor's grader will flag this notebook for review and give it 0 until "
+                f"then, because of {scan.describe(findings)}; answers need none of this",
+                file=out,
+            )
         audited, what = audit_verdict(record)
         if audited:
-            print(f"warning: the instructor's grader will mark this notebook {audited} and give it 0 until an "
-                  f"instructor reviews it: while it ran, your code {what}; answers need none of this", file=out)
+            print(
+                f"warning: the instructor's grader will mark this notebook {audited} and give it 0 until an "
+                f"instructor reviews it: while it ran, your code {what}; answers need none of this",
+                file=out,
+            )
         wall = time.monotonic() - t0
         run_s = record.seconds
-        print(f"total: {total:g}/{points_text(assignment.points)} "
-              f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)", file=out)
+        print(
+            f"total: {total:g}/{points_text(assignment.points)} "
+            f"({wall:.1f} s: notebook {run_s:.1f} s, grader {wall - run_s:.1f} s)",
+            file=out,
+        )
         return total, assignment.points
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -2,10 +2,12 @@
 
 One `Course` holds an nbgrader course directory (gradebook, submitted/, autograded/, feedback/) under a
 work folder, with nbgrader's own converters driven in this process.  `Course.prepare(assignment)` stores
-the assignment's source cells (hidden tests included) and its due date (course.toml) in the gradebook; `Course.autograde(student)` runs
-nbgrader's Autograde converter, whose Execute step is replaced by autograde.executor.SandboxedExecute;
+the assignment's source cells (hidden tests included) and its due date (course.toml) in the gradebook;
+`Course.autograde(student)` runs nbgrader's Autograde converter, whose Execute step is replaced by
+autograde.executor.SandboxedExecute;
 `Course.feedback(student)` runs GenerateFeedback with autograde.feedback.SanitizeFeedback first.
 """
+
 import logging
 from io import StringIO
 from pathlib import Path
@@ -28,11 +30,24 @@ def load_course_config():
 class Course:
     """An nbgrader course directory rooted at the repository, with its working state under `work`."""
 
-    def __init__(self, work=None, *, sandboxed=True, cell_timeout=None, notebook_timeout=NOTEBOOK_SECONDS,
-                 memory_bytes=MEMORY_BYTES, quick=True, guard=True, extra_config=None, course_file=None, threads=0,
-                 measure=False):
+    def __init__(
+        self,
+        work=None,
+        *,
+        sandboxed=True,
+        cell_timeout=None,
+        notebook_timeout=NOTEBOOK_SECONDS,
+        memory_bytes=MEMORY_BYTES,
+        quick=True,
+        guard=True,
+        extra_config=None,
+        course_file=None,
+        threads=0,
+        measure=False,
+    ):
         put_tools_on_path()
         from autograde.deadlines import COURSE_FILE, CoursePenalty
+
         self.course_file = Path(course_file) if course_file is not None else COURSE_FILE
         self.config = load_course_config()
         cfg = self.config
@@ -47,9 +62,9 @@ class Course:
             work = WORK
             work.mkdir(parents=True, exist_ok=True)
         self.work = work
-        self.records = work / "runs"          # one JSON run record per student, assignment and notebook
+        self.records = work / "runs"  # one JSON run record per student, assignment and notebook
         cfg.CourseDirectory.root = str(REPO)
-        cfg.CourseDirectory.release_directory = str(work / "release")   # never notebooks/ while grading
+        cfg.CourseDirectory.release_directory = str(work / "release")  # never notebooks/ while grading
         execute = cfg.SandboxedExecute
         execute.use_sandbox = sandboxed
         execute.notebook_timeout = int(notebook_timeout)
@@ -57,16 +72,17 @@ class Course:
         execute.quick = quick
         execute.skip_measuring = not measure
         execute.guard = guard
-        execute.threads = int(threads)       # 0: one per core (autograde.executor)
+        execute.threads = int(threads)  # 0: one per core (autograde.executor)
         execute.record_dir = str(self.records)
         if cell_timeout is not None:
             cfg.Execute.timeout = int(cell_timeout)
         cfg.Autograde.autograde_preprocessors = [
-            SandboxedExecute if p is Execute else p for p in self._default_autograde_preprocessors()]
+            SandboxedExecute if p is Execute else p for p in self._default_autograde_preprocessors()
+        ]
         from autograde.feedback import SanitizeFeedback
+
         feedback_pps = list(cfg.GenerateFeedback.get("preprocessors", []))
-        cfg.GenerateFeedback.preprocessors = [SanitizeFeedback] + [p for p in feedback_pps
-                                                                    if p is not SanitizeFeedback]
+        cfg.GenerateFeedback.preprocessors = [SanitizeFeedback] + [p for p in feedback_pps if p is not SanitizeFeedback]
         cfg.SanitizeFeedback.record_dir = str(self.records)
         cfg.HTMLExporter.template_name = "feedback"
         # nbgrader's AssignLatePenalties step takes the course file's late policy (autograde/deadlines.py)
@@ -81,6 +97,7 @@ class Course:
     @staticmethod
     def _default_autograde_preprocessors():
         from nbgrader.converters import Autograde
+
         return list(Autograde.class_traits()["autograde_preprocessors"].default())
 
     # nbgrader paths
@@ -94,18 +111,23 @@ class Course:
 
     def coursedir(self, assignment, student="."):
         from nbgrader.coursedir import CourseDirectory
+
         cd = CourseDirectory(config=self.config)
         cd.assignment_id = assignment
         cd.student_id = student
         return cd
 
     def path(self, step, student, assignment):
-        return Path(self.coursedir(assignment).format_path(
-            getattr(self.coursedir(assignment), f"{step}_directory"), student, assignment))
+        return Path(
+            self.coursedir(assignment).format_path(
+                getattr(self.coursedir(assignment), f"{step}_directory"), student, assignment
+            )
+        )
 
     def _run(self, converter_class, assignment, student=".", **attrs):
         """Run one nbgrader converter in this process; return (ok, log text)."""
         from nbgrader.converters.base import NbGraderException
+
         buf = StringIO()
         handler = logging.StreamHandler(buf)
         handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
@@ -122,6 +144,7 @@ class Course:
             ok = False
         except Exception:  # noqa: BLE001 (report, keep grading the others)
             import traceback
+
             buf.write(traceback.format_exc())
             ok = False
         finally:
@@ -132,24 +155,29 @@ class Course:
     def prepare(self, assignment):
         """Store the assignment's source (hidden tests included) in the gradebook; release into work/."""
         from nbgrader.converters import GenerateAssignment
+
         ok, log = self._run(GenerateAssignment, assignment, ".", force=True, create_assignment=True)
         if not ok:
             raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{log}")
         from autograde.deadlines import load_policy, write_duedates
+
         write_duedates(self.db_url, self.course_id, load_policy(self.course_file), [assignment])
         return self.work / "release" / assignment
 
     def autograde(self, assignment, student):
         """Run nbgrader's autograde for one student; return (ok, log text)."""
         from nbgrader.converters import Autograde
+
         return self._run(Autograde, assignment, student, force=True, create_student=True)
 
     def know_course_cells(self, released):
         """Tell the kernel's runner which code cells are the course's own (as released, unchanged)."""
-        self.config.SandboxedExecute.course_cells = sorted({sha256(c.source) for c in released.cells
-                                                             if c.cell_type == "code"})
-        self.config.SandboxedExecute.measure_cells = sorted({sha256(c.source) for c in released.cells
-                                                              if is_measuring_cell(c)})
+        self.config.SandboxedExecute.course_cells = sorted(
+            {sha256(c.source) for c in released.cells if c.cell_type == "code"}
+        )
+        self.config.SandboxedExecute.measure_cells = sorted(
+            {sha256(c.source) for c in released.cells if is_measuring_cell(c)}
+        )
 
     def run_record(self, assignment, student, notebook):
         """The RunRecord the sandboxed kernel's run left (events, stop, seconds ...); RunRecord() if none."""
@@ -160,8 +188,10 @@ class Course:
 
     def feedback(self, assignment, student):
         from nbgrader.converters import GenerateFeedback
+
         return self._run(GenerateFeedback, assignment, student, force=True)
 
     def gradebook(self):
         from nbgrader.api import Gradebook
+
         return Gradebook(self.db_url, self.course_id)

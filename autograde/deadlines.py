@@ -26,14 +26,15 @@ An assignment without a due date has no lateness ("no_deadline"). Lateness of a 
                  applied, and the grader reports it (printed, exit code 1): never silently on time
   bad_timestamp  the timestamp lies in the future (more than FUTURE_SLACK after the grading run's clock)
 """
+
 import csv
 import math
-import tomllib
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import tomllib
 from nbgrader.plugins import LateSubmissionPlugin
 from traitlets import Unicode
 
@@ -43,9 +44,9 @@ COURSE_FILE = REPO / "course.toml"
 PENALTIES = ("none", "zero", "percent_per_day")
 RESUBMISSION_RULES = ("latest", "latest_on_time")
 RULE_KEYS = ("grace", "penalty", "percent_per_day", "max_percent", "resubmission")
-FUTURE_SLACK = timedelta(minutes=5)        # clocks of the submitting and the grading machine may differ this much
+FUTURE_SLACK = timedelta(minutes=5)  # clocks of the submitting and the grading machine may differ this much
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-NBGRADER_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"   # nbgrader's timestamp.txt (Exchange.timestamp_format, in UTC)
+NBGRADER_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's timestamp.txt (Exchange.timestamp_format, in UTC)
 
 
 class PolicyError(ValueError):
@@ -55,8 +56,9 @@ class PolicyError(ValueError):
 @dataclass(frozen=True)
 class Rule:
     """One assignment's deadline and late policy."""
+
     assignment: str
-    due: datetime | None = None          # aware
+    due: datetime | None = None  # aware
     grace: timedelta = timedelta(0)
     penalty: str = "none"
     percent_per_day: float = 0.0
@@ -66,11 +68,16 @@ class Rule:
     def describe(self):
         if self.due is None:
             return f"{self.assignment}: no due date"
-        pen = {"none": "no penalty", "zero": "a late submission scores 0",
-               "percent_per_day": f"{self.percent_per_day:g}% of the raw score per day started, at most "
-                                  f"{self.max_percent:g}%"}[self.penalty]
-        return (f"{self.assignment}: due {self.due.isoformat()} (UTC {utc(self.due):%Y-%m-%d %H:%M}), grace "
-                f"{_hours(self.grace)}, late: {pen}; resubmissions: {self.resubmission.replace('_', ' ')}")
+        pen = {
+            "none": "no penalty",
+            "zero": "a late submission scores 0",
+            "percent_per_day": f"{self.percent_per_day:g}% of the raw score per day started, at most "
+            f"{self.max_percent:g}%",
+        }[self.penalty]
+        return (
+            f"{self.assignment}: due {self.due.isoformat()} (UTC {utc(self.due):%Y-%m-%d %H:%M}), grace "
+            f"{_hours(self.grace)}, late: {pen}; resubmissions: {self.resubmission.replace('_', ' ')}"
+        )
 
 
 def _hours(delta):
@@ -85,7 +92,7 @@ def utc(moment):
 @dataclass(frozen=True)
 class Policy:
     path: Path
-    rules: dict                          # {assignment: Rule}
+    rules: dict  # {assignment: Rule}
     default: Rule
 
     def rule(self, assignment):
@@ -98,17 +105,23 @@ def parse_moment(value, where):
     or "YYYY-MM-DD HH:MM[:SS] Area/City"; PolicyError naming `where` otherwise (no time zone included)."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise PolicyError(f"{where}: {value.isoformat()} has no time zone: write its offset "
-                              f"({value.isoformat()}+01:00, or Z for UTC) or a zone name (\"... Europe/Berlin\")")
+            raise PolicyError(
+                f"{where}: {value.isoformat()} has no time zone: write its offset "
+                f"({value.isoformat()}+01:00, or Z for UTC) or a zone name (\"... Europe/Berlin\")"
+            )
         return value
     if isinstance(value, date):
-        raise PolicyError(f"{where}: {value.isoformat()} is a date without a time and a time zone "
-                          f"(e.g. {value.isoformat()}T23:59:00+01:00)")
+        raise PolicyError(
+            f"{where}: {value.isoformat()} is a date without a time and a time zone "
+            f"(e.g. {value.isoformat()}T23:59:00+01:00)"
+        )
     if not isinstance(value, str):
         raise PolicyError(f"{where}: {value!r} is not a date and time")
     text = value.strip()
-    bad = PolicyError(f"{where}: {value!r} is not a date and time with a time zone: write e.g. "
-                      f"2026-12-09T17:00:00+01:00 or \"2026-12-09 17:00 Europe/Berlin\"")
+    bad = PolicyError(
+        f"{where}: {value!r} is not a date and time with a time zone: write e.g. "
+        f"2026-12-09T17:00:00+01:00 or \"2026-12-09 17:00 Europe/Berlin\""
+    )
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -133,8 +146,9 @@ def parse_duration(value, where):
         try:
             seconds = float(text[:-1]) * UNITS[text[-1]] if text and text[-1] in UNITS else float(text) * 60
         except ValueError:
-            raise PolicyError(f"{where}: {value!r} is not a duration (e.g. \"15m\", \"2h\", \"1d\", "
-                              f"or a number of minutes)") from None
+            raise PolicyError(
+                f"{where}: {value!r} is not a duration (e.g. \"15m\", \"2h\", \"1d\", or a number of minutes)"
+            ) from None
     if not math.isfinite(seconds) or seconds < 0:
         raise PolicyError(f"{where}: {value!r} must be a duration of 0 or more")
     return timedelta(seconds=seconds)
@@ -166,8 +180,9 @@ def _rule(table, base, where):
             fields[key] = _percent(table[key], f"{where} {key}")
     if "resubmission" in table:
         if table["resubmission"] not in RESUBMISSION_RULES:
-            raise PolicyError(f"{where} resubmission: {table['resubmission']!r} is not one of "
-                              f"{', '.join(RESUBMISSION_RULES)}")
+            raise PolicyError(
+                f"{where} resubmission: {table['resubmission']!r} is not one of {', '.join(RESUBMISSION_RULES)}"
+            )
         fields["resubmission"] = table["resubmission"]
     rule = replace(base, **fields)
     if rule.penalty == "percent_per_day" and rule.percent_per_day == 0:
@@ -192,8 +207,9 @@ def load_policy(path=None, known=None):
         raise PolicyError(f"{path}: unknown table(s) {unknown}; known: late_policy, assignments")
     base = _rule(data.get("late_policy", {}), Rule(""), f"{path}: [late_policy]")
     if base.due is not None:
-        raise PolicyError(f"{path}: [late_policy] due: a due date belongs to one assignment "
-                          f"([assignments.NAME] due = ...)")
+        raise PolicyError(
+            f"{path}: [late_policy] due: a due date belongs to one assignment ([assignments.NAME] due = ...)"
+        )
     rules = {}
     for name, table in data.get("assignments", {}).items():
         where = f"{path}: [assignments.{name}]"
@@ -208,6 +224,7 @@ def load_policy(path=None, known=None):
 def read_timestamp_file(path):
     """(aware UTC datetime, None) from nbgrader's timestamp.txt, or (None, why) when it is unreadable."""
     from nbgrader.utils import parse_utc
+
     try:
         text = Path(path).read_text().strip()
     except (OSError, UnicodeDecodeError) as exc:
@@ -230,8 +247,10 @@ def read_timestamps_csv(path):
             reader = csv.DictReader(fh)
             missing = {"student", "submitted_at"} - set(reader.fieldnames or [])
             if missing:
-                raise PolicyError(f"{path}: the header must name the columns student and submitted_at "
-                                  f"(missing: {', '.join(sorted(missing))})")
+                raise PolicyError(
+                    f"{path}: the header must name the columns student and submitted_at "
+                    f"(missing: {', '.join(sorted(missing))})"
+                )
             stamps = {}
             for row in reader:
                 where = f"{path}, line {reader.line_num}"
@@ -250,9 +269,9 @@ def read_timestamps_csv(path):
 @dataclass
 class Lateness:
     status: str = "no_deadline"
-    submitted_at: datetime | None = None      # aware UTC
-    hours_late: float | None = None           # hours after the due date (0 when not after it)
-    percent: float = 0.0                      # of the raw score taken
+    submitted_at: datetime | None = None  # aware UTC
+    hours_late: float | None = None  # hours after the due date (0 when not after it)
+    percent: float = 0.0  # of the raw score taken
     detail: str = ""
 
     @property
@@ -264,26 +283,47 @@ def assess(rule, submitted_at, now=None, why_missing="", check_future=True):
     """The Lateness of a submission made at `submitted_at` (aware, or None) under `rule`."""
     now = now or datetime.now(timezone.utc)
     if check_future and submitted_at is not None and submitted_at > now + FUTURE_SLACK:
-        return Lateness("bad_timestamp", submitted_at, None, 0.0,
-                        f"submitted_at {utc(submitted_at):%Y-%m-%d %H:%M:%S} UTC is in the future (now "
-                        f"{utc(now):%Y-%m-%d %H:%M:%S} UTC): no lateness or penalty applied, check the timestamp")
+        return Lateness(
+            "bad_timestamp",
+            submitted_at,
+            None,
+            0.0,
+            f"submitted_at {utc(submitted_at):%Y-%m-%d %H:%M:%S} UTC is in the future (now "
+            f"{utc(now):%Y-%m-%d %H:%M:%S} UTC): no lateness or penalty applied, check the timestamp",
+        )
     if rule.due is None:
         return Lateness("no_deadline", submitted_at)
     if submitted_at is None:
-        return Lateness("no_timestamp", None, None, 0.0,
-                        f"no readable timestamp ({why_missing or 'none given'}): lateness unknown, no penalty applied")
+        return Lateness(
+            "no_timestamp",
+            None,
+            None,
+            0.0,
+            f"no readable timestamp ({why_missing or 'none given'}): lateness unknown, no penalty applied",
+        )
     late = (submitted_at - rule.due).total_seconds()
     hours = round(max(0.0, late) / 3600, 4)
     if late <= 0:
         return Lateness("on_time", submitted_at, hours)
     if late <= rule.grace.total_seconds():
-        return Lateness("in_grace", submitted_at, hours, 0.0, f"{_hours(timedelta(seconds=late))} late, inside "
-                                                              f"the grace period of {_hours(rule.grace)}")
+        return Lateness(
+            "in_grace",
+            submitted_at,
+            hours,
+            0.0,
+            f"{_hours(timedelta(seconds=late))} late, inside the grace period of {_hours(rule.grace)}",
+        )
     days = math.ceil(late / 86400)
-    percent = {"none": 0.0, "zero": 100.0,
-               "percent_per_day": min(rule.max_percent, days * rule.percent_per_day)}[rule.penalty]
-    return Lateness("late", submitted_at, hours, percent,
-                    f"{_hours(timedelta(seconds=late))} late ({days} day(s) started): {percent:g}% taken")
+    percent = {"none": 0.0, "zero": 100.0, "percent_per_day": min(rule.max_percent, days * rule.percent_per_day)}[
+        rule.penalty
+    ]
+    return Lateness(
+        "late",
+        submitted_at,
+        hours,
+        percent,
+        f"{_hours(timedelta(seconds=late))} late ({days} day(s) started): {percent:g}% taken",
+    )
 
 
 def penalty_points(raw, lateness):
@@ -307,8 +347,10 @@ def choose(rule, attempts):
         else:
             why = "the latest (none was on time)"
     untimed = len(attempts) - len(timed)
-    note = (f"{len(attempts)} submissions, rule {rule.resubmission}: graded {why}, "
-            f"{utc(pick[0]):%Y-%m-%d %H:%M:%S} UTC; the others are kept where they are")
+    note = (
+        f"{len(attempts)} submissions, rule {rule.resubmission}: graded {why}, "
+        f"{utc(pick[0]):%Y-%m-%d %H:%M:%S} UTC; the others are kept where they are"
+    )
     if untimed:
         note += f" ({untimed} without a readable timestamp not considered)"
     return pick[1], note
@@ -325,12 +367,19 @@ def early_releases(names, policy, notebooks=None, now=None):
     import nbformat
 
     from autograde.given import KEY, _path, given_cells
+
     now = utc(now or datetime.now(timezone.utc))
     found = []
     for name in names:
         nb = notebooks[name] if notebooks is not None else nbformat.read(str(_path(name)), as_version=4)
-        earlier = sorted({entry.rpartition(":")[0] for _, cell in given_cells(nb)
-                          for entry in cell.metadata.get(KEY, []) if ":" in entry})
+        earlier = sorted(
+            {
+                entry.rpartition(":")[0]
+                for _, cell in given_cells(nb)
+                for entry in cell.metadata.get(KEY, [])
+                if ":" in entry
+            }
+        )
         for origin in earlier:
             rule = policy.rule(origin)
             if rule.due is not None and utc(rule.due) + rule.grace > now:
@@ -340,15 +389,18 @@ def early_releases(names, policy, notebooks=None, now=None):
 
 def describe_early(found, policy):
     """The refusal, one line per notebook held back, naming what it restates and when that window closes."""
-    return "; ".join(f"{name} restates answers of {origin}, which accepts submissions until "
-                     f"{closes:%Y-%m-%d %H:%M} UTC (due date and grace in {policy.path.name})"
-                     for name, origin, closes in found)
+    return "; ".join(
+        f"{name} restates answers of {origin}, which accepts submissions until "
+        f"{closes:%Y-%m-%d %H:%M} UTC (due date and grace in {policy.path.name})"
+        for name, origin, closes in found
+    )
 
 
 def write_duedates(db_url, course_id, policy, names):
     """Set each assignment's duedate in an nbgrader gradebook (naive UTC, as nbgrader keeps it); an
     assignment without a due date gets none. Returns {name: duedate or None}."""
     from nbgrader.api import Gradebook
+
     written = {}
     with Gradebook(db_url, course_id) as gb:
         for name in names:
@@ -364,6 +416,7 @@ def write_duedates(db_url, course_id, policy, names):
 class CoursePenalty(LateSubmissionPlugin):
     """nbgrader's late-submission plugin with the course file's rule (AssignLatePenalties.plugin_class):
     nbgrader gives it the seconds after the gradebook's duedate, which Course.prepare sets from the file."""
+
     course_file = Unicode("", help="the course file (default: course.toml of the repository)").tag(config=True)
 
     def late_submission_penalty(self, student_id, score, total_seconds_late):

@@ -7,6 +7,7 @@ crashes or hangs no longer abort the notebook (the cells after the failure are m
 nbgrader saves the grades it has).  What happened goes into a run record (autograde.records) that the
 outcomes and the feedback read.
 """
+
 import ast
 import json
 import os
@@ -33,35 +34,34 @@ from autograde import REPO, sandbox, scan
 from autograde.assignment import HIDDEN_BEGIN, RULE_PREFIX, is_locked_cell, is_test_cell, nbgrader_meta, sha256
 from autograde.guard_kernel import AUDIT_MIME, EVIDENCE_MIME, REBOUND_FIELD, STUB, evidence_tag
 from autograde.judge import runner_source
-from autograde.judges import judge_for
-from autograde.judges import warm as warm_judges
+from autograde.judges import judge_for, warm as warm_judges
 from autograde.records import RunRecord, write_run_record
 
-warnings.filterwarnings("ignore", message=".*not in session.*")          # nbgrader's SQLAlchemy use
-warnings.filterwarnings("ignore", message="Cell is missing an id field")   # nbformat on old notebooks
+warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy use
+warnings.filterwarnings("ignore", message="Cell is missing an id field")  # nbformat on old notebooks
 GiB, MiB = 2**30, 2**20
-SHARED = ("specdec", "data")          # course folders the kernel may read (read-only)
+SHARED = ("specdec", "data")  # course folders the kernel may read (read-only)
 KERNEL_NAME = "autograde-sandbox"
-NO_HISTORY = "--HistoryManager.hist_file=:memory:"   # the grading run never writes IPython's history
+NO_HISTORY = "--HistoryManager.hist_file=:memory:"  # the grading run never writes IPython's history
 
 # limits of one student's kernel (each can be changed per run through the traits below)
-NOTEBOOK_SECONDS = 600                # wall time of a whole notebook (the slowest solution runs in ~100 s)
-MEMORY_BYTES = 4 * GiB                # address space per process: torch and the shipped pair use ~1.5 GiB
-CGROUP_MEMORY_FACTOR = 1.5            # the cgroup bounds the whole sandbox, which runs a few processes
-CPU_PER_WALL_SECOND = 2               # CPU seconds per wall second of the notebook limit: two busy threads
-CPU_SLACK_SECONDS = 60                # kernel start-up and imports, on top of that
-FILE_BYTES = 256 * MiB                # largest file the kernel may write
-TMP_BYTES = 512 * MiB                 # the kernel's private /tmp
-MAX_PIDS = 256                        # processes and threads of one sandbox (torch starts a pool per core)
-CELL_OUTPUT_BYTES = 1_000_000         # output kept per cell: ample for a plot, not for a 100 MB print
-NOTEBOOK_OUTPUT_BYTES = 10_000_000    # output kept per notebook
-ERROR_TEXT_CHARS = 10_000             # an error message is always kept, cut to this length
-TRACEBACK_LINES = 200                 # and at most this many traceback lines
-ERROR_LINE_CHARS = 200                # a locked cell's error, as the run record keeps it (one line)
-EXIT_CODE_WAIT = (20, 0.05)           # polls x seconds to wait for a dead kernel's exit code (1 s)
-LOG_TAIL_CHARS = 400                  # of the kernel's log, quoted when the grader cannot run a notebook
-AUDIT_EVENTS_KEPT = 50                # of the guard's audit records per notebook (the first ones)
-REBOUND_NAMES_KEPT = 50               # of the names the guard says a student's cell rebound, per test cell
+NOTEBOOK_SECONDS = 600  # wall time of a whole notebook (the slowest solution runs in ~100 s)
+MEMORY_BYTES = 4 * GiB  # address space per process: torch and the shipped pair use ~1.5 GiB
+CGROUP_MEMORY_FACTOR = 1.5  # the cgroup bounds the whole sandbox, which runs a few processes
+CPU_PER_WALL_SECOND = 2  # CPU seconds per wall second of the notebook limit: two busy threads
+CPU_SLACK_SECONDS = 60  # kernel start-up and imports, on top of that
+FILE_BYTES = 256 * MiB  # largest file the kernel may write
+TMP_BYTES = 512 * MiB  # the kernel's private /tmp
+MAX_PIDS = 256  # processes and threads of one sandbox (torch starts a pool per core)
+CELL_OUTPUT_BYTES = 1_000_000  # output kept per cell: ample for a plot, not for a 100 MB print
+NOTEBOOK_OUTPUT_BYTES = 10_000_000  # output kept per notebook
+ERROR_TEXT_CHARS = 10_000  # an error message is always kept, cut to this length
+TRACEBACK_LINES = 200  # and at most this many traceback lines
+ERROR_LINE_CHARS = 200  # a locked cell's error, as the run record keeps it (one line)
+EXIT_CODE_WAIT = (20, 0.05)  # polls x seconds to wait for a dead kernel's exit code (1 s)
+LOG_TAIL_CHARS = 400  # of the kernel's log, quoted when the grader cannot run a notebook
+AUDIT_EVENTS_KEPT = 50  # of the guard's audit records per notebook (the first ones)
+REBOUND_NAMES_KEPT = 50  # of the names the guard says a student's cell rebound, per test cell
 # modules the course's cells import that the kernel imports before any student code (so that a student's
 # cell cannot put a stand-in in sys.modules first); not the display stack, which the kernel sets up itself
 NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
@@ -69,8 +69,10 @@ NOT_PREIMPORTED = ("matplotlib", "IPython", "ipywidgets", "tqdm", "pylab")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "AUTOGRADE_THREADS")
 
 
-SKIPPED_NOTE = ("[autograde: not run while grading: this cell only measures this machine, and timings are never "
-                "graded; your own run of it is in your notebook]\n")
+SKIPPED_NOTE = (
+    "[autograde: not run while grading: this cell only measures this machine, and timings are never "
+    "graded; your own run of it is in your notebook]\n"
+)
 
 
 def assigned_names(source):
@@ -84,7 +86,7 @@ def assigned_names(source):
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)              # its body is a scope of its own
+            names.add(node.name)  # its body is a scope of its own
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -111,7 +113,7 @@ def imported_modules(sources):
                 continue
             for name in found:
                 parts = name.split(".")
-                names += [".".join(parts[:i + 1]) for i in range(len(parts))]
+                names += [".".join(parts[: i + 1]) for i in range(len(parts))]
     return [n for n in dict.fromkeys(names) if n.split(".")[0] not in NOT_PREIMPORTED]
 
 
@@ -131,8 +133,10 @@ def visible_part(source):
     start = next((i for i, line in enumerate(lines) if line.strip().startswith(HIDDEN_BEGIN)), None)
     if start is None:
         return source, 0
-    end = next((i for i in range(start, len(lines)) if lines[i].strip().startswith("### END HIDDEN TESTS")), len(lines) - 1)
-    return "\n".join(lines[:start] + lines[end + 1:]).rstrip("\n"), start + 1
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i].strip().startswith("### END HIDDEN TESTS")), len(lines) - 1
+    )
+    return "\n".join(lines[:start] + lines[end + 1 :]).rstrip("\n"), start + 1
 
 
 def kernel_source(source, judge=None):
@@ -166,7 +170,7 @@ def _signal_name(number):
 def _warm_judges(assignment):
     try:
         warm_judges(assignment)
-    except Exception:        # noqa: BLE001  (the first judged cell loads it again, and reports what fails)
+    except Exception:  # noqa: BLE001  (the first judged cell loads it again, and reports what fails)
         pass
 
 
@@ -183,19 +187,29 @@ class SandboxedExecute(Execute):
     max_output_bytes = Integer(CELL_OUTPUT_BYTES, help="output kept per cell (errors are always kept)").tag(config=True)
     max_total_output_bytes = Integer(NOTEBOOK_OUTPUT_BYTES, help="output kept per notebook").tag(config=True)
     record_dir = Unicode("", help="folder for the run records (JSON) that outcomes and feedback read").tag(config=True)
-    course_cells = List(Unicode(), [], help="sha256 of the released notebook's code cells: code the student "
-                                            "did not write").tag(config=True)
+    course_cells = List(
+        Unicode(), [], help="sha256 of the released notebook's code cells: code the student did not write"
+    ).tag(config=True)
     quick = Bool(True, help="set SPECDEC_QUICK=1: shorter measurement sweeps (never graded)").tag(config=True)
-    measure_cells = List(Unicode(), [], help="sha256 of the released notebook's cells tagged `measures`: course code "
-                                             "that only times the machine").tag(config=True)
-    skip_measuring = Bool(True, help="do not run a cell of measure_cells, unchanged (timings are never graded; "
-                                     "the graded parts take their inputs from the tests)").tag(config=True)
+    measure_cells = List(
+        Unicode(),
+        [],
+        help="sha256 of the released notebook's cells tagged `measures`: course code that only times the machine",
+    ).tag(config=True)
+    skip_measuring = Bool(
+        True,
+        help="do not run a cell of measure_cells, unchanged (timings are never graded; "
+        "the graded parts take their inputs from the tests)",
+    ).tag(config=True)
     shared_paths = List(Unicode(), [str(REPO / p) for p in SHARED]).tag(config=True)
     run_root = Unicode("", help="where per-kernel folders go (short path: Unix socket names)").tag(config=True)
     guard = Bool(True, help="run test cells under the guard (autograde/guard_kernel.py)").tag(config=True)
     audit = Bool(True, help="install the guard's audit hook (off only to measure what it costs)").tag(config=True)
-    threads = Integer(0, help="torch, OpenMP and MKL threads of the kernel, a cap the notebook cannot raise "
-                              "(0: one per core; `class --jobs N`: cores / N)").tag(config=True)
+    threads = Integer(
+        0,
+        help="torch, OpenMP and MKL threads of the kernel, a cap the notebook cannot raise "
+        "(0: one per core; `class --jobs N`: cores / N)",
+    ).tag(config=True)
 
     # ------------------------------------------------------------------------------------ set-up
     def preprocess(self, nb, resources=None, km=None):
@@ -216,7 +230,7 @@ class SandboxedExecute(Execute):
         self._key = secrets.token_bytes(32)
         self._course_code = set(self.course_cells)
         self._measure_code = set(self.measure_cells) if self.skip_measuring else set()
-        self._student_ran = False          # has a cell the student wrote or changed run yet?
+        self._student_ran = False  # has a cell the student wrote or changed run yet?
         self._cwd = Path((resources or {}).get("metadata", {}).get("path") or os.getcwd()).resolve()
         self._run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir=self.run_root or None))
         self._cgroups = None
@@ -227,9 +241,12 @@ class SandboxedExecute(Execute):
                 nb, resources = super().preprocess(nb, resources, km)
             except Exception as exc:
                 if not self._record.events or self._record.stop is None:
-                    self._event("error", max(self._current, 0),
-                                f"the grader could not run the notebook: {type(exc).__name__}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}")
+                    self._event(
+                        "error",
+                        max(self._current, 0),
+                        f"the grader could not run the notebook: {type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}",
+                    )
                 raise
         finally:
             self._record.seconds = round(time.monotonic() - self._t0, 2)
@@ -252,43 +269,66 @@ class SandboxedExecute(Execute):
         self._log_path = run / "kernel.log"
         self._test_cells = {i for i, c in enumerate(nb.cells) if is_test_cell(c)}
         # test cells with a judge outside the kernel (autograde.judge): the kernel gets their visible part only
-        self._judged = {i: fn for i, c in enumerate(nb.cells) if is_test_cell(c)
-                        and (fn := judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", ""))) is not None}
+        self._judged = {
+            i: fn
+            for i, c in enumerate(nb.cells)
+            if is_test_cell(c)
+            and (fn := judge_for(self._record.assignment, nbgrader_meta(c).get("grade_id", ""))) is not None
+        }
         # no hidden test runs in the student's kernel: a test cell whose hidden block is test code and not a judge's
         # marker stops the run before the kernel starts (a course error the instructor sees, not a student's zero)
-        unjudged = [nbgrader_meta(c).get("grade_id") for i, c in enumerate(nb.cells)
-                    if is_test_cell(c) and i not in self._judged and visible_part(c.source)[1]]
+        unjudged = [
+            nbgrader_meta(c).get("grade_id")
+            for i, c in enumerate(nb.cells)
+            if is_test_cell(c) and i not in self._judged and visible_part(c.source)[1]
+        ]
         if unjudged:
-            raise RuntimeError(f"hidden tests without a judge in {self._record.assignment} ({', '.join(unjudged)}): the "
-                               f"grader runs no hidden test in the student's kernel (autograde/judges/)")
-        self._judge_seed = secrets.randbits(64)        # drawn per grading run, never sent to the kernel
+            raise RuntimeError(
+                f"hidden tests without a judge in {self._record.assignment} ({', '.join(unjudged)}): the "
+                f"grader runs no hidden test in the student's kernel (autograde/judges/)"
+            )
+        self._judge_seed = secrets.randbits(64)  # drawn per grading run, never sent to the kernel
         # where every test cell has a judge, no verdict signed in the kernel counts, so the kernel gets no key
         # (its guard draws one of its own, known to nobody else); only a test decided in the kernel needs one
         self._key_in_kernel = bool(self._test_cells - set(self._judged))
-        if self._judged:          # the judges' own models load while the kernel starts and runs the notebook
+        if self._judged:  # the judges' own models load while the kernel starts and runs the notebook
             threading.Thread(target=_warm_judges, args=(self._record.assignment,), daemon=True).start()
         python = sys.executable
         guard_file = run / "ipc" / "guard.json"
         if self.guard:
             # the kernel reads this and deletes it before any cell runs (autograde/guard_kernel.py)
             course = [c.source for c in nb.cells if is_test_cell(c) or is_locked_cell(c)]
-            guard = {"key": self._key.hex() if self._key_in_kernel else "", "audit": self.audit,
-                     "tests": {sha256(src): src for src in (self._kernel_source(i, c) for i, c in enumerate(nb.cells)
-                                                             if is_test_cell(c))},
-                     "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells
-                                if is_locked_cell(c)},
-                     "packages": ["specdec"], "preimport": imported_modules(course),
-                     "probe": runner_source() if self._judged else ""}
+            guard = {
+                "key": self._key.hex() if self._key_in_kernel else "",
+                "audit": self.audit,
+                "tests": {
+                    sha256(src): src
+                    for src in (self._kernel_source(i, c) for i, c in enumerate(nb.cells) if is_test_cell(c))
+                },
+                "locked": {sha256(c.source): nbgrader_meta(c).get("grade_id") for c in nb.cells if is_locked_cell(c)},
+                "packages": ["specdec"],
+                "preimport": imported_modules(course),
+                "probe": runner_source() if self._judged else "",
+            }
             fd = os.open(guard_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(guard, fh)
-        env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
-               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": "/tmp/matplotlib",
-               "XDG_CACHE_HOME": "/tmp/.cache", "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1",
-               "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "AUTOGRADE_GUARD_FILE": str(guard_file) if self.guard else "",
-               # the course's own package from this checkout, however (or wherever) it was installed
-               "PYTHONPATH": str(REPO)}
+        env = {
+            "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "MPLCONFIGDIR": "/tmp/matplotlib",
+            "XDG_CACHE_HOME": "/tmp/.cache",
+            "PYTHONNOUSERSITE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "AUTOGRADE_GUARD_FILE": str(guard_file) if self.guard else "",
+            # the course's own package from this checkout, however (or wherever) it was installed
+            "PYTHONPATH": str(REPO),
+        }
         if self.quick:
             env["SPECDEC_QUICK"] = "1"
         # kernels graded side by side share the cores: each gets its share, and the guard kernel caps
@@ -296,7 +336,7 @@ class SandboxedExecute(Execute):
         threads = self.threads or os.cpu_count() or 1
         self._record.threads = threads
         env.update({name: str(threads) for name in THREAD_VARIABLES})
-        for k, v in os.environ.items():          # course settings the instructor exported
+        for k, v in os.environ.items():  # course settings the instructor exported
             if k.startswith("SPECDEC_") and k not in env:
                 env[k] = v
         cpu = self.cpu_seconds or CPU_PER_WALL_SECOND * self.notebook_timeout + CPU_SLACK_SECONDS
@@ -307,25 +347,40 @@ class SandboxedExecute(Execute):
             # the student's files, not the notebook: the copy nbgrader just wrote holds the hidden tests
             shutil.copytree(self._cwd, scratch, symlinks=True, ignore=shutil.ignore_patterns("*.ipynb"))
             os.chmod(scratch, 0o777)
-            argv = sandbox.bwrap_argv(cwd=self._cwd, scratch=scratch, ipc_dir=run / "ipc",
-                                      shared=[p for p in self.shared_paths if os.path.exists(p)],
-                                      env=env, tmp_bytes=self.tmp_bytes)
+            argv = sandbox.bwrap_argv(
+                cwd=self._cwd,
+                scratch=scratch,
+                ipc_dir=run / "ipc",
+                shared=[p for p in self.shared_paths if os.path.exists(p)],
+                env=env,
+                tmp_bytes=self.tmp_bytes,
+            )
             argv += [python, sandbox.KERNEL_IN_SANDBOX, "-f", "{connection_file}", NO_HISTORY]
-            self._cgroups = sandbox.CgroupLimits(f"autograde-{uuid.uuid4().hex[:12]}",
-                                                 int(self.memory_bytes * CGROUP_MEMORY_FACTOR), self.max_pids)
+            self._cgroups = sandbox.CgroupLimits(
+                f"autograde-{uuid.uuid4().hex[:12]}", int(self.memory_bytes * CGROUP_MEMORY_FACTOR), self.max_pids
+            )
             cgroup_procs = self._cgroups.procs
             self._record.cgroups = self._cgroups.active
         else:
             argv = [python, str(sandbox.KERNEL_SCRIPT), "-f", "{connection_file}", NO_HISTORY]
-        sandbox.write_spec(run / "spec.json", argv=argv, limits=limits, cgroups=cgroup_procs,
-                           sandboxed=self.use_sandbox)
-        kernelspec = {"argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
-                      "display_name": "autograde (sandboxed Python)", "language": "python",
-                      "interrupt_mode": "message", "env": {} if self.use_sandbox else
-                      {"AUTOGRADE_GUARD_FILE": env["AUTOGRADE_GUARD_FILE"], "PYTHONPATH": os.pathsep.join(
-                           filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
-                       "IPYTHONDIR": str(run / "ipython"), **{name: env[name] for name in THREAD_VARIABLES},
-                       **({"SPECDEC_QUICK": "1"} if self.quick else {})}}
+        sandbox.write_spec(
+            run / "spec.json", argv=argv, limits=limits, cgroups=cgroup_procs, sandboxed=self.use_sandbox
+        )
+        kernelspec = {
+            "argv": [python, "-m", "autograde.sandbox", str(run / "spec.json"), "{connection_file}"],
+            "display_name": "autograde (sandboxed Python)",
+            "language": "python",
+            "interrupt_mode": "message",
+            "env": {}
+            if self.use_sandbox
+            else {
+                "AUTOGRADE_GUARD_FILE": env["AUTOGRADE_GUARD_FILE"],
+                "PYTHONPATH": os.pathsep.join(filter(None, [env["PYTHONPATH"], os.environ.get("PYTHONPATH")])),
+                "IPYTHONDIR": str(run / "ipython"),
+                **{name: env[name] for name in THREAD_VARIABLES},
+                **({"SPECDEC_QUICK": "1"} if self.quick else {}),
+            },
+        }
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
     def _kernel_source(self, index, cell):
@@ -358,13 +413,22 @@ class SandboxedExecute(Execute):
         except ProbeError as exc:
             ename, evalue, came_back = "AssertionError", f"no usable answer from the kernel: {exc}", ""
             if isinstance(exc, NoAnswer):
-                self._event("tampered", index, f"the kernel ran the judge's probe and gave no answer ({exc}): the "
-                                               f"probe or the kernel's messages had been replaced")
+                self._event(
+                    "tampered",
+                    index,
+                    f"the kernel ran the judge's probe and gave no answer ({exc}): the "
+                    f"probe or the kernel's messages had been replaced",
+                )
         finally:
             client.stop_channels()
-            self._record.judge_seconds.append({"cell": index, "seconds": round(time.monotonic() - t0, 3),
-                                               "in_kernel": round(probe.waited if probe else 0.0, 3)})
-        rule = evalue[len(RULE_PREFIX):] if evalue.startswith(RULE_PREFIX) else ""
+            self._record.judge_seconds.append(
+                {
+                    "cell": index,
+                    "seconds": round(time.monotonic() - t0, 3),
+                    "in_kernel": round(probe.waited if probe else 0.0, 3),
+                }
+            )
+        rule = evalue[len(RULE_PREFIX) :] if evalue.startswith(RULE_PREFIX) else ""
         self._record.judged.append({"cell": index, "rule": rule[:ERROR_TEXT_CHARS], "came_back": came_back})
         err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
@@ -373,8 +437,10 @@ class SandboxedExecute(Execute):
     def _unjudged(self, cell):
         """The error output of a judged cell left unjudged because a locked cell failed before it."""
         failed = self._record.locked_errors[0]
-        message = (f"not judged: the course cell {failed['grade_id']!r} failed before it ({failed['ename']}), so the "
-                   f"notebook lacks what its tests build on")
+        message = (
+            f"not judged: the course cell {failed['grade_id']!r} failed before it ({failed['ename']}), so the "
+            f"notebook lacks what its tests build on"
+        )
         err = _error_output("NotJudged", message)
         err.traceback = [f"autograde: test cell line {_judged_line(cell.source)}", f"NotJudged: {message}"]
         return err
@@ -435,9 +501,13 @@ class SandboxedExecute(Execute):
             sig = rc - 128
         else:
             return f" (exit code {rc})"
-        why = {signal.SIGKILL: "killed: out of memory or a limit", signal.SIGXCPU: "CPU-time limit reached",
-               signal.SIGXFSZ: "file-size limit reached", signal.SIGSEGV: "segmentation fault",
-               signal.SIGABRT: "aborted"}.get(sig, "")
+        why = {
+            signal.SIGKILL: "killed: out of memory or a limit",
+            signal.SIGXCPU: "CPU-time limit reached",
+            signal.SIGXFSZ: "file-size limit reached",
+            signal.SIGSEGV: "segmentation fault",
+            signal.SIGABRT: "aborted",
+        }.get(sig, "")
         return f" ({_signal_name(sig)}{': ' + why if why else ''})"
 
     def _kill_kernel(self):
@@ -455,8 +525,9 @@ class SandboxedExecute(Execute):
             return cell, resources
         remaining = self.notebook_timeout - (time.monotonic() - self._t0)
         if remaining < 1:
-            self._stop("timeout", index, f"the notebook time limit ({self.notebook_timeout} s) was reached "
-                                         f"before cell {index}")
+            self._stop(
+                "timeout", index, f"the notebook time limit ({self.notebook_timeout} s) was reached before cell {index}"
+            )
             self._kill_kernel()
             cell.outputs = [_error_output("NotRun", f"not run: {self._stopped}")]
             return cell, resources
@@ -469,7 +540,7 @@ class SandboxedExecute(Execute):
             return cell, resources
         source, nonce = cell.source, None
         if is_test_cell(cell):
-            cell.source = self._kernel_source(index, cell)    # the hidden block never reaches the kernel
+            cell.source = self._kernel_source(index, cell)  # the hidden block never reaches the kernel
         if self.guard and is_test_cell(cell):
             # the kernel runs the test from the source the grader gave it: the request names it, no more
             digest, nonce = sha256(cell.source), secrets.token_hex(16)
@@ -480,8 +551,11 @@ class SandboxedExecute(Execute):
             self._stop("crash", index, f"the kernel died while running cell {index}{self._exit_cause()}")
             cell.outputs.append(_error_output("DeadKernelError", self._stopped))
         except CellTimeoutError:
-            self._stop("timeout", index, f"cell {index} kept running after the {self.timeout} s limit and an "
-                                         f"interrupt; the kernel was stopped")
+            self._stop(
+                "timeout",
+                index,
+                f"cell {index} kept running after the {self.timeout} s limit and an interrupt; the kernel was stopped",
+            )
             self._kill_kernel()
             cell.outputs.append(_error_output("CellTimeoutError", self._stopped))
         finally:
@@ -491,10 +565,15 @@ class SandboxedExecute(Execute):
         if nonce is not None and index not in self._judged and not self._stopped and not self._errors.get(index):
             got = self._evidence.get(index) or {}
             want = evidence_tag(self._key, digest, nonce)
-            if not (got.get("test") == digest and got.get("nonce") == nonce
-                    and secrets.compare_digest(str(got.get("tag", "")), want)):
-                message = ("the grader received no signed verdict from its guard for this test, so it counts as "
-                           "failed: the kernel's test runner or its messages had been replaced")
+            if not (
+                got.get("test") == digest
+                and got.get("nonce") == nonce
+                and secrets.compare_digest(str(got.get("tag", "")), want)
+            ):
+                message = (
+                    "the grader received no signed verdict from its guard for this test, so it counts as "
+                    "failed: the kernel's test runner or its messages had been replaced"
+                )
                 self._event("tampered", index, message)
                 err = _error_output("GraderIntegrityError", message)
                 err.traceback = ["autograde: test cell line 0", f"GraderIntegrityError: {message}"]
@@ -513,18 +592,27 @@ class SandboxedExecute(Execute):
             err = self._errors[index][0]
             first = (str(err.get("evalue", "")).splitlines() or [""])[0][:ERROR_LINE_CHARS]
             self._record.locked_errors.append(
-                {"cell": index, "grade_id": nbgrader_meta(cell).get("grade_id", "?"), "ename": str(err.get("ename")),
-                 "evalue": first, "after_student_code": self._student_ran})
+                {
+                    "cell": index,
+                    "grade_id": nbgrader_meta(cell).get("grade_id", "?"),
+                    "ename": str(err.get("ename")),
+                    "evalue": first,
+                    "after_student_code": self._student_ran,
+                }
+            )
         elif not is_test_cell(cell) and sha256(cell.source) not in self._course_code:
             self._student_ran = True
         return cell, resources
 
     async def _async_handle_timeout(self, timeout, cell=None):
-        self._event("timeout", self._current, f"cell {self._current} ran longer than {timeout} s and was "
-                                              f"interrupted")
+        self._event("timeout", self._current, f"cell {self._current} ran longer than {timeout} s and was interrupted")
         index = self._current
-        if (cell is not None and index not in self._test_cells and sha256(cell.source) in self._course_code
-                and not any(t["cell"] == index for t in self._record.course_timeouts)):
+        if (
+            cell is not None
+            and index not in self._test_cells
+            and sha256(cell.source) in self._course_code
+            and not any(t["cell"] == index for t in self._record.course_timeouts)
+        ):
             self._record.course_timeouts.append({"cell": index, "seconds": int(timeout)})
         return await super()._async_handle_timeout(timeout, cell)
 
@@ -541,9 +629,16 @@ class SandboxedExecute(Execute):
                     if len(kept) >= AUDIT_EVENTS_KEPT or not isinstance(event, dict):
                         break
                     origin = self._count_to_cell.get(event.get("origin"), cell_index)
-                    kept.append({"severity": "tamper" if event.get("severity") == "tamper" else "flag",
-                                 "what": str(event.get("what", ""))[:200], "cell": origin, "while_cell": cell_index,
-                                 "during_test": bool(event.get("during_test")), "refused": bool(event.get("refused"))})
+                    kept.append(
+                        {
+                            "severity": "tamper" if event.get("severity") == "tamper" else "flag",
+                            "what": str(event.get("what", ""))[:200],
+                            "cell": origin,
+                            "while_cell": cell_index,
+                            "during_test": bool(event.get("during_test")),
+                            "refused": bool(event.get("refused")),
+                        }
+                    )
         except (TypeError, ValueError):
             pass
 
@@ -565,8 +660,9 @@ class SandboxedExecute(Execute):
             if out is not None:
                 # kept whatever the caps (the error decides the grade), but not a 100 MB message
                 out.evalue = str(out.get("evalue", ""))[:ERROR_TEXT_CHARS]
-                out.traceback = [str(line)[:ERROR_TEXT_CHARS]
-                                 for line in list(out.get("traceback", []))[:TRACEBACK_LINES]]
+                out.traceback = [
+                    str(line)[:ERROR_TEXT_CHARS] for line in list(out.get("traceback", []))[:TRACEBACK_LINES]
+                ]
                 self._errors.setdefault(cell_index, []).append(out)
             names = guard_rebound(msg.get("content") or {}) if cell_index in self._test_cells else []
             if names and not any(r["cell"] == cell_index for r in self._record.rebound):
@@ -578,12 +674,17 @@ class SandboxedExecute(Execute):
         if cell_bytes + size > self.max_output_bytes or self._out_bytes + size > self.max_total_output_bytes:
             if cell_index not in self._truncated:
                 self._truncated.add(cell_index)
-                limit = (f"{self.max_output_bytes:,} bytes in one cell"
-                         if cell_bytes + size > self.max_output_bytes
-                         else f"{self.max_total_output_bytes:,} bytes in the notebook")
+                limit = (
+                    f"{self.max_output_bytes:,} bytes in one cell"
+                    if cell_bytes + size > self.max_output_bytes
+                    else f"{self.max_total_output_bytes:,} bytes in the notebook"
+                )
                 self._event("output", cell_index, f"output truncated: cell {cell_index} printed more than {limit}")
-                outs.append(NotebookNode(output_type="stream", name="stderr",
-                                         text=f"[autograde: output truncated: more than {limit}]\n"))
+                outs.append(
+                    NotebookNode(
+                        output_type="stream", name="stderr", text=f"[autograde: output truncated: more than {limit}]\n"
+                    )
+                )
             return None
         self._out_bytes += size
         self._cell_bytes[cell_index] = cell_bytes + size

@@ -1,11 +1,12 @@
 """What to tell a person about a test cell's outcome: one ladder of the cases, for the three places that say it.
 
-    summary  the trusted sentence under the test in the feedback and the grades CSV (no kernel text, no
-             hidden source: safe to show a learner);
-    hint     what `python -m autograde check` advises the learner to do (it may quote the visible check's
-             own message: the learner runs their own notebook);
-    where    where the test stopped, as `check` prints it after the test's name.
+summary  the trusted sentence under the test in the feedback and the grades CSV (no kernel text, no
+         hidden source: safe to show a learner);
+hint     what `python -m autograde check` advises the learner to do (it may quote the visible check's
+         own message: the learner runs their own notebook);
+where    where the test stopped, as `check` prints it after the test's name.
 """
+
 import re
 from dataclasses import dataclass
 
@@ -18,8 +19,8 @@ HIDDEN_INPUTS = "they call your code on inputs that are not shown: other models,
 @dataclass(frozen=True)
 class Explanation:
     summary: str
-    hint: str             # "" for a passed test
-    where: str = ""       # "" when there is nothing to add to the test's name
+    hint: str  # "" for a passed test
+    where: str = ""  # "" when there is nothing to add to the test's name
 
 
 def _called_elsewhere(test, part, parts):
@@ -51,18 +52,24 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
         return Explanation(f"passed{pts}", "")
     if kind == "timeout":
         limit = f"{timeout_s} s" if timeout_s is not None else "the time limit"
-        return Explanation(f"failed{pts}: the test did not finish within the time limit (an infinite loop?)",
-                           f"the test did not finish within {limit}: look for an infinite loop in {fns}.",
-                           ": time limit")
+        return Explanation(
+            f"failed{pts}: the test did not finish within the time limit (an infinite loop?)",
+            f"the test did not finish within {limit}: look for an infinite loop in {fns}.",
+            ": time limit",
+        )
     if kind in ("crash", "not_run"):
-        hint = (f"the notebook stopped before this test ({outcome.note}). Restart the kernel, run all cells, "
-                f"and fix the cell that stops it.")
+        hint = (
+            f"the notebook stopped before this test ({outcome.note}). Restart the kernel, run all cells, "
+            f"and fix the cell that stops it."
+        )
         if kind == "crash":
             return Explanation(f"failed{pts}: the kernel died while this test ran", hint, ": not run")
         return Explanation(f"not run{pts}: the notebook stopped before this test ({outcome.note})", hint, ": not run")
     if kind == "missing":
-        return Explanation(f"failed{pts}: {outcome.note}",
-                           f"{outcome.note}: keep every test cell of the notebook as the course gave it.")
+        return Explanation(
+            f"failed{pts}: {outcome.note}",
+            f"{outcome.note}: keep every test cell of the notebook as the course gave it.",
+        )
 
     # kind == "failed". Where it failed, from the trusted line number (the summary and `check` say it) ...
     if outcome.region == "visible":
@@ -77,43 +84,60 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
         at, where = outcome.note or outcome.ename, ""
     summary = f"failed{pts}: {at}"
     # ... and why, with what to do about it: one case per cause
-    if outcome.rebound:                       # the guard's verdict (only with GraderIntegrityError)
-        summary = (f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked cells "
-                   f"define and the tests rely on; the course's version was put back and this test counts as "
-                   f"failed (give your own helpers new names)")
-        hint = (f"your code rebound or changed {outcome.rebound}, which the course's locked cells (setup, given "
-                f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
-                f"ones as they are; the course's version was put back and this test counted as failed.")
+    if outcome.rebound:  # the guard's verdict (only with GraderIntegrityError)
+        summary = (
+            f"failed{pts}: your code rebound or changed {outcome.rebound}, which the course's locked cells "
+            f"define and the tests rely on; the course's version was put back and this test counts as "
+            f"failed (give your own helpers new names)"
+        )
+        hint = (
+            f"your code rebound or changed {outcome.rebound}, which the course's locked cells (setup, given "
+            f"answers) define and the tests rely on. Give your own helpers new names and leave the given "
+            f"ones as they are; the course's version was put back and this test counted as failed."
+        )
     elif outcome.ename == "GraderIntegrityError":
-        hint = outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+        hint = (
+            outcome.note or "the test ran with Python's builtins or hooks modified: remove the code that changes them."
+        )
     elif outcome.ename == "NotImplementedError":
         elsewhere = _called_elsewhere(test, part, parts) if part and not part.functions else []
         if elsewhere:
             named = ", ".join(f"{f}() ({where})" for f, where in elsewhere)
-            hint = (f"{label} has no code of its own to write: its test runs your {named}, and one of them "
-                    f"still raises NotImplementedError. Write those first.")
+            hint = (
+                f"{label} has no code of its own to write: its test runs your {named}, and one of them "
+                f"still raises NotImplementedError. Write those first."
+            )
         else:
             hint = f"write {fns} in the solution cell of {label}: it still raises NotImplementedError.{example}"
     elif outcome.ename == "NameError" and outcome.note:
         hint = outcome.note + "."
     elif outcome.ename == "NameError":
-        hint = (f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
-                f"signatures as given, and make sure every cell above runs without an error.")
+        hint = (
+            f"a name the test needs is not defined ({outcome.evalue}). Keep the function names and "
+            f"signatures as given, and make sure every cell above runs without an error."
+        )
     elif outcome.region == "hidden" and outcome.rule:
         # the exception's type only: its message is the student's code's, and could carry the hidden inputs
         raised = ""
         if outcome.ename not in ("AssertionError", "Exception"):
-            raised = (f" On that input the test's own check raised {outcome.ename} on what your function gave back: "
-                      f"look at what it returns there (its type, None)." if outcome.by_test else
-                      f" On that input your code raised {outcome.ename} (where the rule wants an answer).")
-        if outcome.came_back:           # a judge outside the kernel saw what came back: say that, nothing else
+            raised = (
+                f" On that input the test's own check raised {outcome.ename} on what your function gave back: "
+                f"look at what it returns there (its type, None)."
+                if outcome.by_test
+                else f" On that input your code raised {outcome.ename} (where the rule wants an answer)."
+            )
+        if outcome.came_back:  # a judge outside the kernel saw what came back: say that, nothing else
             raised = f" On an input drawn for this run, your function {outcome.came_back}."
-        hint = (f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "
-                f"{outcome.rule}.{raised} Read the part's text and docstring for that rule.")
+        hint = (
+            f"{fns} breaks a rule that {label} states and the hidden tests check on other inputs: "
+            f"{outcome.rule}.{raised} Read the part's text and docstring for that rule."
+        )
     elif outcome.region == "hidden":
-        hint = (f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
-                f"work for every valid input (not only the worked example), return plain Python numbers, and "
-                f"raise ValueError naming the argument on bad input, as {label} asks.")
+        hint = (
+            f"{fns} passes the visible checks but not the hidden ones, which use other inputs. Make it "
+            f"work for every valid input (not only the worked example), return plain Python numbers, and "
+            f"raise ValueError naming the argument on bad input, as {label} asks."
+        )
     elif outcome.ename == "AssertionError":
         hint = f"the visible check failed: {outcome.evalue or '(no message)'}{example}"
     else:

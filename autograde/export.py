@@ -20,6 +20,7 @@ user and each assignment column to a grade item on Moodle's import page.
 A cell is empty, never 0, where the student has no submission of that assignment or where a grade waits
 for an instructor (needs manual grading: the grader could not grade it); the export logs each one.
 """
+
 import csv
 
 from nbgrader.api import MissingEntry
@@ -34,8 +35,10 @@ def _grades(plugin, gradebook):
     found = {a.name: a for a in gradebook.assignments}
     unknown = sorted(set(wanted_a) - set(found))
     if unknown:
-        raise ValueError(f"nbgrader export: no assignment {', '.join(unknown)} in the gradebook "
-                         f"(it has {', '.join(sorted(found)) or 'none'})")
+        raise ValueError(
+            f"nbgrader export: no assignment {', '.join(unknown)} in the gradebook "
+            f"(it has {', '.join(sorted(found)) or 'none'})"
+        )
     assignments = [a for a in gradebook.assignments if not wanted_a or a.name in wanted_a]
     rows = []
     for student in sorted(gradebook.students, key=lambda s: s.id):
@@ -88,6 +91,7 @@ class _LmsExport(ExportPlugin):
 
 class CanvasExport(_LmsExport):
     """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, one column per assignment."""
+
     default_to = "canvas_grades.csv"
 
     def header(self, assignments):
@@ -98,19 +102,27 @@ class CanvasExport(_LmsExport):
 
     def row(self, student, scores, assignments):
         name = ", ".join(p for p in (student.last_name, student.first_name) if p) or student.id
-        return [name, "", student.lms_user_id or student.id, student.id, ""] + \
-            [_number(scores[a]) for a, _ in assignments]
+        return [name, "", student.lms_user_id or student.id, student.id, ""] + [
+            _number(scores[a]) for a, _ in assignments
+        ]
 
 
 class MoodleExport(_LmsExport):
     """Moodle's CSV grade import: First name, Last name, Username, ID number, Email address, one column per
     assignment named "NAME (out of POINTS)"."""
+
     default_to = "moodle_grades.csv"
 
     def header(self, assignments):
-        return ["First name", "Last name", "Username", "ID number", "Email address"] + \
-            [f"{name} (out of {_number(points)})" for name, points in assignments]
+        return ["First name", "Last name", "Username", "ID number", "Email address"] + [
+            f"{name} (out of {_number(points)})" for name, points in assignments
+        ]
 
     def row(self, student, scores, assignments):
-        return [student.first_name or "", student.last_name or "", student.id, student.lms_user_id or "",
-                student.email or ""] + [_number(scores[a]) for a, _ in assignments]
+        return [
+            student.first_name or "",
+            student.last_name or "",
+            student.id,
+            student.lms_user_id or "",
+            student.email or "",
+        ] + [_number(scores[a]) for a, _ in assignments]

@@ -7,6 +7,7 @@ preprocessor therefore removes every output and puts under each graded test cell
 the grader from trusted facts only: points, and where a test failed (a line of the visible test, or
 "in the hidden tests").  ClearHiddenTests (run after it) removes the hidden block from the test source.
 """
+
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from nbformat.v4 import new_markdown_cell
@@ -17,10 +18,12 @@ from autograde.explain import explain
 from autograde.outcomes import outcomes
 from autograde.records import RunRecord, read_run_record
 
-NOTE = ("**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
-        "see them). Under each graded test you find its result: where a visible check failed, the line that "
-        "failed; where a hidden test failed, only that fact, since hidden tests call your code on inputs you "
-        "have not seen.")
+NOTE = (
+    "**Autograder feedback.** The outputs of your cells are not reproduced here (run your notebook to "
+    "see them). Under each graded test you find its result: where a visible check failed, the line that "
+    "failed; where a hidden test failed, only that fact, since hidden tests call your code on inputs you "
+    "have not seen."
+)
 
 
 class SanitizeFeedback(Preprocessor):
@@ -29,8 +32,11 @@ class SanitizeFeedback(Preprocessor):
 
     def preprocess(self, nb, resources):
         info = resources.get("nbgrader", {})
-        record = read_run_record(self.record_dir, info.get("student"), info.get("assignment"),
-                                 info.get("notebook")) if self.record_dir else RunRecord()
+        record = (
+            read_run_record(self.record_dir, info.get("student"), info.get("assignment"), info.get("notebook"))
+            if self.record_dir
+            else RunRecord()
+        )
         try:
             assignment = load_assignment(info.get("assignment"))
         except (ValueError, OSError, TypeError):

@@ -16,6 +16,7 @@ A name that is itself restated in the notebook it is taken from is refused: name
 The same step folds every given cell (`jupyter.source_hidden` in its metadata): JupyterLab then shows only the
 cell's first line, the `# Given: restated from ...` summary, and expands the code on a click.
 """
+
 import ast
 
 import nbformat
@@ -78,7 +79,7 @@ def _definitions(source, where):
         while start > 0 and lines[start - 1].lstrip().startswith("#"):
             start -= 1
         for name in names:
-            found[name] = ("\n".join(lines[first:node.end_lineno]), "\n".join(lines[start:node.end_lineno]))
+            found[name] = ("\n".join(lines[first : node.end_lineno]), "\n".join(lines[start : node.end_lineno]))
     return found
 
 
@@ -99,8 +100,10 @@ def _lookup(notebooks, origin, name, where):
         raise GivenCellError(f"{where}: {origin} defines {name!r} in several cells ({cells}); it must be one")
     i, cell, text = hits[0]
     if any(entry.partition(":")[2] == name for entry in cell.metadata.get(KEY, []) if ":" in entry):
-        raise GivenCellError(f"{where}: {origin}'s {name!r} is itself restated there ({_cell_id(cell, i)}); "
-                             f"name the notebook that defines it")
+        raise GivenCellError(
+            f"{where}: {origin}'s {name!r} is itself restated there ({_cell_id(cell, i)}); "
+            f"name the notebook that defines it"
+        )
     return text
 
 
@@ -130,8 +133,9 @@ def generate(name, cell, notebooks, index=None):
     where = f"{name} {_cell_id(cell, index)}"
     entries = cell.metadata.get(KEY)
     if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
-        raise GivenCellError(f"{where}: {KEY} must be a non-empty list of 'NOTEBOOK:NAME' or 'NAME' strings, "
-                             f"got {entries!r}")
+        raise GivenCellError(
+            f"{where}: {KEY} must be a non-empty list of 'NOTEBOOK:NAME' or 'NAME' strings, got {entries!r}"
+        )
     if not is_locked_cell(cell):
         raise GivenCellError(f"{where}: only a locked cell that is neither a solution nor a test can be given")
     order = assignments()
@@ -172,7 +176,7 @@ def _regenerate(notebooks, names):
             new = generate(name, cell, notebooks, i)
             if new != cell.source or not is_folded(cell):
                 cell.source = new
-                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True     # JupyterLab shows line 1 only
+                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # JupyterLab shows line 1 only
                 changed.append((name, _cell_id(cell, i)))
     return changed
 

@@ -35,6 +35,7 @@ the grader only reads there, so every earlier submission stays. The course's own
 gets the submission graded where `nbgrader collect` had put another (align_collected). A copy the grader
 replaces, there or in WORK/submitted/, is moved to WORK/superseded/STUDENT/ASSIGNMENT/N/ first.
 """
+
 import contextlib
 import csv
 import datetime as dt
@@ -51,10 +52,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograde import REPO, WORK, assignments, cache_dir, grading_sources, pipeline, scan
+from autograde import REPO, WORK, assignments, cache_dir, deadlines, grading_sources, pipeline, scan
 from autograde.assignment import identify, load_assignment, source_notebook
 from autograde.course import Course
-from autograde import deadlines
 from autograde.executor import MEMORY_BYTES, NOTEBOOK_SECONDS
 from autograde.explain import explain
 from autograde.judges import modules as judge_modules
@@ -64,27 +64,42 @@ from autograde.records import RunRecord
 
 STUDENT_ID = re.compile(r"[^A-Za-z0-9_.@+-]")
 STATUS_ORDER = ["error", "corrupt", "missing", "wrong_assignment", "flagged", "crash", "timeout", "tampered", "ok"]
-MAX_COPY_BYTES = 100 * 2**20        # a student's other files copied with the notebook (data, not checkpoints)
-DETAIL_LIMIT = 5                     # skipped files and notebooks named in a detail, at most
-CSV_COLUMNS = ["student", "assignment", "part", "grade_ids", "score", "max_score", "autograded_score", "status",
-               "submitted_at", "lateness", "hours_late", "raw_score", "penalty", "final_score", "detail"]
-TIMESTAMPS_CSV = "timestamps.csv"    # beside plain submissions: student,submitted_at (deadlines.read_timestamps_csv)
+MAX_COPY_BYTES = 100 * 2**20  # a student's other files copied with the notebook (data, not checkpoints)
+DETAIL_LIMIT = 5  # skipped files and notebooks named in a detail, at most
+CSV_COLUMNS = [
+    "student",
+    "assignment",
+    "part",
+    "grade_ids",
+    "score",
+    "max_score",
+    "autograded_score",
+    "status",
+    "submitted_at",
+    "lateness",
+    "hours_late",
+    "raw_score",
+    "penalty",
+    "final_score",
+    "detail",
+]
+TIMESTAMPS_CSV = "timestamps.csv"  # beside plain submissions: student,submitted_at (deadlines.read_timestamps_csv)
 
 
 @dataclass
 class Submission:
     student: str
-    source: Path = None            # where it came from (file or folder)
-    name: str = ""                 # the student's name there (before renaming to a safe id)
-    from_inbound: bool = False     # one of the student's submissions in nbgrader's exchange inbound/
-    notebook: Path = None          # the chosen notebook inside it
-    folder: Path = None            # folder whose other files go with the notebook
+    source: Path = None  # where it came from (file or folder)
+    name: str = ""  # the student's name there (before renaming to a safe id)
+    from_inbound: bool = False  # one of the student's submissions in nbgrader's exchange inbound/
+    notebook: Path = None  # the chosen notebook inside it
+    folder: Path = None  # folder whose other files go with the notebook
     status: str = "ok"
     detail: str = ""
     findings: list = field(default_factory=list)
-    submitted_at: dt.datetime = None   # aware UTC, or None (no readable timestamp)
-    timestamp_file: Path = None      # nbgrader's timestamp.txt it came from (copied as it is)
-    timestamp_why: str = ""          # why there is none
+    submitted_at: dt.datetime = None  # aware UTC, or None (no readable timestamp)
+    timestamp_file: Path = None  # nbgrader's timestamp.txt it came from (copied as it is)
+    timestamp_why: str = ""  # why there is none
     lateness: deadlines.Lateness = field(default_factory=deadlines.Lateness)
 
 
@@ -98,10 +113,10 @@ class Result:
     max_score: float
     rows: list
     seconds: float = 0.0
-    execute_s: float = 0.0          # of which: the kernel running the notebook (start-up included)
-    skipped: int = 0                # the course's measuring cells grading did not run
+    execute_s: float = 0.0  # of which: the kernel running the notebook (start-up included)
+    skipped: int = 0  # the course's measuring cells grading did not run
     lateness: deadlines.Lateness = field(default_factory=deadlines.Lateness)
-    raw_score: float = None          # the score before the late penalty (None: not graded)
+    raw_score: float = None  # the score before the late penalty (None: not graded)
     penalty: float = None
     final_score: float = None
 
@@ -154,7 +169,7 @@ def discover(root, assignment, released=None, rule=None, stamps=None, now=None):
     rule = rule or deadlines.Rule(assignment.name)
     stamps = stamps or {}
     if (root / "submitted").is_dir() and not any(p.suffix == ".ipynb" for p in root.iterdir()):
-        root = root / "submitted"                       # an nbgrader course folder
+        root = root / "submitted"  # an nbgrader course folder
     known = {n: load_assignment(n) for n in assignments()}
     wanted = known[assignment.name]
     taken, found = set(), []
@@ -182,8 +197,11 @@ def discover(root, assignment, released=None, rule=None, stamps=None, now=None):
             continue
         folder = entry / assignment.name if (entry / assignment.name).is_dir() else entry
         sub.folder = folder
-        notebooks = sorted(p for p in folder.rglob("*.ipynb")
-                           if ".ipynb_checkpoints" not in p.parts and p.is_file() and not p.is_symlink())
+        notebooks = sorted(
+            p
+            for p in folder.rglob("*.ipynb")
+            if ".ipynb_checkpoints" not in p.parts and p.is_file() and not p.is_symlink()
+        )
         exact = [p for p in notebooks if p.name == f"{assignment.notebook}.ipynb"]
         if exact:
             sub.notebook = min(exact, key=lambda p: len(p.parts))
@@ -203,8 +221,10 @@ def discover(root, assignment, released=None, rule=None, stamps=None, now=None):
                 sub.detail += f"using {matching[0].name} (the notebook of this assignment); "
             else:
                 sub.status = "missing"
-                sub.detail += (f"{len(notebooks)} notebooks and none is named {assignment.notebook}.ipynb: "
-                               f"{', '.join(p.name for p in notebooks[:DETAIL_LIMIT])}")
+                sub.detail += (
+                    f"{len(notebooks)} notebooks and none is named {assignment.notebook}.ipynb: "
+                    f"{', '.join(p.name for p in notebooks[:DETAIL_LIMIT])}"
+                )
         else:
             sub.status, sub.detail = "missing", sub.detail + f"no .ipynb file in the submission folder {entry}"
     for sub in found:
@@ -243,8 +263,11 @@ def _timestamp(sub, name_in_stamps, stamps):
     folder = sub.folder
     path = folder / "timestamp.txt" if folder is not None else None
     if path is None or not path.exists():
-        sub.timestamp_why = (f"no timestamp.txt in {folder} and no row in {TIMESTAMPS_CSV}" if folder is not None
-                             else f"a plain file, and no row for {name_in_stamps!r} in {TIMESTAMPS_CSV}")
+        sub.timestamp_why = (
+            f"no timestamp.txt in {folder} and no row in {TIMESTAMPS_CSV}"
+            if folder is not None
+            else f"a plain file, and no row for {name_in_stamps!r} in {TIMESTAMPS_CSV}"
+        )
         return
     sub.submitted_at, sub.timestamp_why = deadlines.read_timestamp_file(path)
     if sub.submitted_at is not None:
@@ -284,6 +307,7 @@ def align_collected(course, assignment, subs, out=sys.stdout):
     gradebook) hold the submission that was graded, where `nbgrader collect` took another (it takes the
     latest). What it held is moved to WORK/superseded/ first. Returns the students changed."""
     from autograde.course import load_course_config
+
     configured = load_course_config().CourseDirectory.get("submitted_directory", "submitted")
     root = (REPO / configured).resolve()
     if root == course.path("submitted", "x", assignment.name).parent.parent.resolve() or not root.is_dir():
@@ -299,8 +323,11 @@ def align_collected(course, assignment, subs, out=sys.stdout):
             continue
         if target.exists():
             moved = _keep(course, assignment, sub.student, target)
-            print(f"{root.name}/{sub.name}/{assignment.name}: now holds the submission graded ({sub.source.name}); "
-                  f"the one it held (nbgrader collect's) is in {moved}", file=out)
+            print(
+                f"{root.name}/{sub.name}/{assignment.name}: now holds the submission graded ({sub.source.name}); "
+                f"the one it held (nbgrader collect's) is in {moved}",
+                file=out,
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(sub.source, target, symlinks=True)
         changed.append(sub.student)
@@ -332,8 +359,13 @@ def _copy_files(sub, dest):
             if path.is_symlink():
                 skipped.append(f"{rel} (symbolic link)")
                 continue
-            if not path.is_file() or path.suffix == ".ipynb" or ".ipynb_checkpoints" in rel.parts \
-                    or rel.name.startswith(".") or str(rel) == "timestamp.txt":
+            if (
+                not path.is_file()
+                or path.suffix == ".ipynb"
+                or ".ipynb_checkpoints" in rel.parts
+                or rel.name.startswith(".")
+                or str(rel) == "timestamp.txt"
+            ):
                 continue
             total += path.stat().st_size
             if total > MAX_COPY_BYTES:
@@ -366,8 +398,11 @@ def _set_submission_time(course, assignment, sub):
     stamp = sub.submitted_at if sub.submitted_at is not None and sub.lateness.status != "bad_timestamp" else None
     with course.gradebook() as gb:
         gb.update_or_create_student(sub.student)
-        gb.update_or_create_submission(assignment.name, sub.student, timestamp=(
-            deadlines.utc(stamp).replace(tzinfo=None) if stamp is not None else None))
+        gb.update_or_create_submission(
+            assignment.name,
+            sub.student,
+            timestamp=(deadlines.utc(stamp).replace(tzinfo=None) if stamp is not None else None),
+        )
 
 
 def _zero_submission(course, assignment, student):
@@ -406,6 +441,7 @@ def _set_flag(course, assignment, student, zeroed):
 def check_gradebook(course, assignment, results):
     """Problems (strings) where the gradebook disagrees with the results; [] when consistent."""
     from nbgrader.api import MissingEntry
+
     problems = []
     with course.gradebook() as gb:
         for r in results:
@@ -419,9 +455,11 @@ def check_gradebook(course, assignment, results):
                 problems.append(f"{r.student}: gradebook score {score:g} but grades.csv says {r.score:g}")
             final = max(0.0, score - float(nb.late_submission_penalty or 0))
             if r.final_score is not None and abs(final - r.final_score) > 1e-6:
-                problems.append(f"{r.student}: gradebook score after its late_submission_penalty "
-                                f"{nb.late_submission_penalty} is {final:g} but grades.csv's final_score is "
-                                f"{r.final_score:g}")
+                problems.append(
+                    f"{r.student}: gradebook score after its late_submission_penalty "
+                    f"{nb.late_submission_penalty} is {final:g} but grades.csv's final_score is "
+                    f"{r.final_score:g}"
+                )
             ids = {g.name for g in nb.grades}
             expected = {t.grade_id for t in assignment.tests}
             if ids != expected:
@@ -444,17 +482,25 @@ def _rows_for(assignment, sub, status, detail, grades=None, results=None, record
             if out is None:
                 continue
             stop_kind = ((record.stop if record else None) or {}).get("kind", "crash")
-            statuses.append({"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
-                            or ("tampered" if out.ename == "GraderIntegrityError" else "ok"))
+            statuses.append(
+                {"crash": "crash", "timeout": "timeout", "not_run": stop_kind}.get(out.kind)
+                or ("tampered" if out.ename == "GraderIntegrityError" else "ok")
+            )
             if not out.passed:
                 notes.append(f"{test.grade_id}: {explain(test, out).summary}".replace("\n    ", " | "))
         part_status = notebook_status if notebook_status != "ok" else worst(statuses)
         ungraded = notebook_status == "error"
-        rows.append({"part": f"{part.label}: {part.title}" if part.title else part.label,
-                     "grade_ids": " ".join(part.grade_ids), "score": None if ungraded else score,
-                     "max_score": part.points, "autograded_score": None if ungraded else autograded,
-                     "status": part_status,
-                     "detail": detail if notebook_status != "ok" else "; ".join(notes)})
+        rows.append(
+            {
+                "part": f"{part.label}: {part.title}" if part.title else part.label,
+                "grade_ids": " ".join(part.grade_ids),
+                "score": None if ungraded else score,
+                "max_score": part.points,
+                "autograded_score": None if ungraded else autograded,
+                "status": part_status,
+                "detail": detail if notebook_status != "ok" else "; ".join(notes),
+            }
+        )
     return rows
 
 
@@ -504,16 +550,17 @@ def grade_one(course, assignment, sub, keep_flagged=False):
     audited, what = audit_verdict(record)
     if audited:
         notes.append(f"{audited} (the guard's audit hook): {what}")
-        review.append(f"{'tampered with the grader' if audited == 'tampered' else 'did what tampering needs'} "
-                      f"while it ran ({what})")
+        review.append(
+            f"{'tampered with the grader' if audited == 'tampered' else 'did what tampering needs'} "
+            f"while it ran ({what})"
+        )
         status = audited if audited == "tampered" or status == "ok" else status
     _set_flag(course, assignment, sub.student, zeroed=not keep_flagged and status in ("flagged", "tampered"))
     grades = pipeline.scores(course, assignment, sub.student)
     rows = _rows_for(assignment, sub, status, "; ".join(notes), grades, results, record)
     if status in ("flagged", "tampered") and review:
-        record.review = ("This submission " + "; it ".join(review) + ". Its score is 0 until an instructor "
-                            "reviews it.")
-        course.save_run_record(record)           # the feedback reads it
+        record.review = "This submission " + "; it ".join(review) + ". Its score is 0 until an instructor reviews it."
+        course.save_run_record(record)  # the feedback reads it
     ok_fb, fb_log = course.feedback(assignment.name, sub.student)
     if not ok_fb:
         notes.append("feedback failed: " + pipeline.failure_reason(fb_log, RunRecord()))
@@ -528,11 +575,20 @@ def _result(sub, status, detail, rows, t0):
     score = sum(x["score"] or 0 for x in rows)
     raw = None if rows and all(x["score"] is None for x in rows) else score
     penalty = None if raw is None else deadlines.penalty_points(raw, sub.lateness)
-    return Result(student=sub.student, status=total_status, detail=detail,
-                  score=score, autograded=sum(x["autograded_score"] or 0 for x in rows),
-                  max_score=sum(x["max_score"] for x in rows), rows=rows, seconds=time.monotonic() - t0,
-                  lateness=sub.lateness, raw_score=raw, penalty=penalty,
-                  final_score=None if raw is None else round(raw - penalty, 6))
+    return Result(
+        student=sub.student,
+        status=total_status,
+        detail=detail,
+        score=score,
+        autograded=sum(x["autograded_score"] or 0 for x in rows),
+        max_score=sum(x["max_score"] for x in rows),
+        rows=rows,
+        seconds=time.monotonic() - t0,
+        lateness=sub.lateness,
+        raw_score=raw,
+        penalty=penalty,
+        final_score=None if raw is None else round(raw - penalty, 6),
+    )
 
 
 def _write_note_feedback(course, assignment, student, status, detail):
@@ -541,7 +597,8 @@ def _write_note_feedback(course, assignment, student, status, detail):
     (folder / f"{assignment.notebook}.html").write_text(
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(assignment.name)}</title></head>"
         f"<body><h1>{html.escape(assignment.name)}: not graded</h1><p>Status: <b>{html.escape(status)}</b></p>"
-        f"<p>{html.escape(detail)}</p><p>Score: 0 / {assignment.points:g}</p></body></html>")
+        f"<p>{html.escape(detail)}</p><p>Score: 0 / {assignment.points:g}</p></body></html>"
+    )
 
 
 def _number(x):
@@ -550,9 +607,13 @@ def _number(x):
 
 def _when(r):
     late = r.lateness
-    return {"submitted_at": "" if late.submitted_at is None else
-            deadlines.utc(late.submitted_at).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "lateness": late.status, "hours_late": _number(late.hours_late)}
+    return {
+        "submitted_at": ""
+        if late.submitted_at is None
+        else deadlines.utc(late.submitted_at).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lateness": late.status,
+        "hours_late": _number(late.hours_late),
+    }
 
 
 def write_csv(path, assignment, results):
@@ -563,17 +624,35 @@ def write_csv(path, assignment, results):
         w.writeheader()
         for r in results:
             for row in r.rows:
-                w.writerow({"student": r.student, "assignment": assignment.name, **row,
-                            "score": _number(row["score"]), "max_score": _number(row["max_score"]),
-                            "autograded_score": _number(row["autograded_score"]), **_when(r)})
+                w.writerow(
+                    {
+                        "student": r.student,
+                        "assignment": assignment.name,
+                        **row,
+                        "score": _number(row["score"]),
+                        "max_score": _number(row["max_score"]),
+                        "autograded_score": _number(row["autograded_score"]),
+                        **_when(r),
+                    }
+                )
             ungraded = r.raw_score is None
-            w.writerow({"student": r.student, "assignment": assignment.name, "part": "total",
-                        "grade_ids": " ".join(t.grade_id for t in assignment.tests),
-                        "score": "" if ungraded else _number(r.score), "max_score": _number(r.max_score),
-                        "autograded_score": "" if ungraded else _number(r.autograded),
-                        "status": r.status, **_when(r), "raw_score": _number(r.raw_score),
-                        "penalty": _number(r.penalty), "final_score": _number(r.final_score),
-                        "detail": r.detail})
+            w.writerow(
+                {
+                    "student": r.student,
+                    "assignment": assignment.name,
+                    "part": "total",
+                    "grade_ids": " ".join(t.grade_id for t in assignment.tests),
+                    "score": "" if ungraded else _number(r.score),
+                    "max_score": _number(r.max_score),
+                    "autograded_score": "" if ungraded else _number(r.autograded),
+                    "status": r.status,
+                    **_when(r),
+                    "raw_score": _number(r.raw_score),
+                    "penalty": _number(r.penalty),
+                    "final_score": _number(r.final_score),
+                    "detail": r.detail,
+                }
+            )
     return path
 
 
@@ -593,6 +672,7 @@ def _init_worker(state, warm=None):
     _WORKER = state
     if warm:
         from autograde.executor import _warm_judges
+
         _warm_judges(warm)
 
 
@@ -609,10 +689,12 @@ def worker_pool(jobs, state, warm=None):
     competing with the first kernels for the cores."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(START_METHOD),
-                               initializer=_init_worker, initargs=(state, warm))
+
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context(START_METHOD), initializer=_init_worker, initargs=(state, warm)
+    )
     if warm:
-        for _ in range(jobs):           # a pool starts a worker for each task that no idle worker can take
+        for _ in range(jobs):  # a pool starts a worker for each task that no idle worker can take
             pool.submit(_ready)
     return pool
 
@@ -639,21 +721,28 @@ def _refuse_own_folder(submissions, course, assignment):
     given = Path(submissions).resolve()
     for root in (given, given / "submitted"):
         if root == own or root.is_relative_to(own):
-            raise ValueError(f"the submissions folder {submissions} is the grader's own submitted/ folder ({own}), "
-                             f"where grading writes: copy the submissions elsewhere (or grade with another --work "
-                             f"folder) so that none is overwritten")
+            raise ValueError(
+                f"the submissions folder {submissions} is the grader's own submitted/ folder ({own}), "
+                f"where grading writes: copy the submissions elsewhere (or grade with another --work "
+                f"folder) so that none is overwritten"
+            )
 
 
 def _preflight_key(assignment, settings):
     """Hash of everything that decides whether the reference solution can be graded here: the solution,
     the course's package and data, the installed packages, this checkout's path and the run's settings."""
     from importlib.metadata import distributions
+
     h = hashlib.sha256()
     h.update(source_notebook(assignment.name).read_bytes())
     for folder in (REPO / "specdec", REPO / "data", REPO / "autograde"):
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc" \
-                    and not path.is_relative_to(WORK):
+            if (
+                path.is_file()
+                and "__pycache__" not in path.parts
+                and path.suffix != ".pyc"
+                and not path.is_relative_to(WORK)
+            ):
                 h.update(str(path.relative_to(REPO)).encode())
                 h.update(path.read_bytes())
     h.update((REPO / "nbgrader_config.py").read_bytes())
@@ -682,16 +771,20 @@ def preflight(assignment, *, out=sys.stdout, **settings):
         problem = graded.reason if not graded.ok else graded.course_failure
         if not problem and graded.points < assignment.points:
             failed = [(assignment.test(g), o) for g, o in graded.results.items() if not o.passed]
-            problem = (f"it scores {graded.points:g}/{assignment.points:g}; "
-                       + "; ".join(f"{t.grade_id}: {explain(t, o).summary}" for t, o in failed[:3]).replace("\n    ", " | "))
+            problem = f"it scores {graded.points:g}/{assignment.points:g}; " + "; ".join(
+                f"{t.grade_id}: {explain(t, o).summary}" for t, o in failed[:3]
+            ).replace("\n    ", " | ")
             errors = graded.record.locked_errors
             if errors:
-                problem += "; " + "; ".join(f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}"
-                                            for e in errors[:3])
+                problem += "; " + "; ".join(
+                    f"locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']}" for e in errors[:3]
+                )
         if problem:
-            raise RuntimeError(f"preflight failed: the reference solution of {assignment.name} cannot be graded "
-                               f"in this environment ({problem}). No student was graded. Fix the environment "
-                               f"({grading_sources()}) and run again.")
+            raise RuntimeError(
+                f"preflight failed: the reference solution of {assignment.name} cannot be graded "
+                f"in this environment ({problem}). No student was graded. Fix the environment "
+                f"({grading_sources()}) and run again."
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -701,16 +794,32 @@ def preflight(assignment, *, out=sys.stdout, **settings):
     return seconds
 
 
-def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_timeout=None,
-                notebook_timeout=NOTEBOOK_SECONDS, memory_bytes=MEMORY_BYTES, sandboxed=True,
-                quick=True, measure=False, keep_flagged=False, jobs=1, check_solution=True, course_file=None,
-                timestamps=None, out=sys.stdout):
+def grade_class(
+    assignment_name,
+    submissions,
+    *,
+    work=None,
+    csv_path=None,
+    cell_timeout=None,
+    notebook_timeout=NOTEBOOK_SECONDS,
+    memory_bytes=MEMORY_BYTES,
+    sandboxed=True,
+    quick=True,
+    measure=False,
+    keep_flagged=False,
+    jobs=1,
+    check_solution=True,
+    course_file=None,
+    timestamps=None,
+    out=sys.stdout,
+):
     """Grade every submission in `submissions`; returns (results, csv path, gradebook problems).
 
     course_file: deadlines and late policy (default course.toml); timestamps: a CSV of student,submitted_at
     (default: SUBMISSIONS/timestamps.csv when it exists). Bad input in either raises deadlines.PolicyError
     (a ValueError) naming the file and field, before anything is graded."""
     from autograde import sandbox
+
     if assignment_name not in assignments():
         raise ValueError(f"unknown assignment {assignment_name!r}; known: {assignments()}")
     policy = deadlines.load_policy(course_file, known=assignments())
@@ -725,10 +834,16 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
             raise RuntimeError(f"cannot sandbox student code: {why} (or pass --no-sandbox for trusted code)")
     assignment = load_assignment(assignment_name)
     t_start = time.monotonic()
-    settings = dict(sandboxed=sandboxed, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
-                    memory_bytes=memory_bytes, quick=quick, measure=measure)
+    settings = dict(
+        sandboxed=sandboxed,
+        cell_timeout=cell_timeout,
+        notebook_timeout=notebook_timeout,
+        memory_bytes=memory_bytes,
+        quick=quick,
+        measure=measure,
+    )
     print(f"{assignment_name}: grading with {grading_sources()}", file=out, flush=True)
-    threads = max(1, (os.cpu_count() or 1) // jobs)       # each kernel's share of the cores
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # each kernel's share of the cores
     course = Course(work, course_file=policy.path, threads=threads, **settings)
     _refuse_own_folder(submissions, course, assignment)
     global _WORKER
@@ -737,15 +852,23 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
     # prepare run
     several = jobs > 1 and Path(submissions).is_dir() and sum(1 for _ in Path(submissions).iterdir()) > 1
     warm = assignment_name if several and judge_modules().get(assignment_name) else None
-    with (worker_pool(jobs, _WORKER, warm=warm) if several else contextlib.nullcontext()) as pool:
+    with worker_pool(jobs, _WORKER, warm=warm) if several else contextlib.nullcontext() as pool:
         if check_solution:
             preflight(assignment, out=out, **settings)
         course.prepare(assignment_name)
         subs = discover(submissions, assignment, released_notebook(assignment, course), rule=rule, stamps=stamps)
-        print(f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
-              f"{f'; {jobs} in parallel' if jobs > 1 else ''}; {threads} torch thread(s) per notebook", file=out, flush=True)
-        print(f"deadline ({policy.path.name}): {rule.describe()}"
-              + (f"; timestamps from {stamps_path}" if stamps else ""), file=out, flush=True)
+        print(
+            f"{assignment_name}: {len(subs)} submissions from {submissions}; work folder {course.work}"
+            f"{f'; {jobs} in parallel' if jobs > 1 else ''}; {threads} torch thread(s) per notebook",
+            file=out,
+            flush=True,
+        )
+        print(
+            f"deadline ({policy.path.name}): {rule.describe()}"
+            + (f"; timestamps from {stamps_path}" if stamps else ""),
+            file=out,
+            flush=True,
+        )
         unknown = sorted(set(stamps) - {s.name for s in subs})
         if unknown:
             print(f"{stamps_path}: no submission for {', '.join(unknown)}", file=out)
@@ -753,7 +876,9 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
 
         def report(r):
             results.append(r)
-            line = f"[{len(results)}/{len(subs)}] {r.student}: {r.score:g}/{r.max_score:g} {r.status} ({r.seconds:.1f} s)"
+            line = (
+                f"[{len(results)}/{len(subs)}] {r.student}: {r.score:g}/{r.max_score:g} {r.status} ({r.seconds:.1f} s)"
+            )
             if r.status != "ok" or r.detail:
                 line += f": {r.detail}"
             print(line, file=out, flush=True)
@@ -771,8 +896,11 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
         wall = time.monotonic() - t_start
         print(f"grades: {csv_path}", file=out)
         print(f"feedback: {course.work / 'feedback'}/<student>/{assignment_name}/{assignment.notebook}.html", file=out)
-        print(f"gradebook: {course.db_url} " + ("consistent with the grades" if not problems else
-                                                 "DISAGREES: " + "; ".join(problems)), file=out)
+        print(
+            f"gradebook: {course.db_url} "
+            + ("consistent with the grades" if not problems else "DISAGREES: " + "; ".join(problems)),
+            file=out,
+        )
         bad = [r for r in results if r.status != "ok"]
         if bad:
             print(f"{len(bad)} submission(s) need attention:", file=out)
@@ -780,21 +908,32 @@ def grade_class(assignment_name, submissions, *, work=None, csv_path=None, cell_
                 print(f"  {r.student}: {r.status}: {r.detail}", file=out)
         untimed = [r for r in results if r.lateness.needs_attention]
         if untimed:
-            print(f"{len(untimed)} submission(s) without a usable timestamp (no penalty applied; lateness unknown):",
-                  file=out)
+            print(
+                f"{len(untimed)} submission(s) without a usable timestamp (no penalty applied; lateness unknown):",
+                file=out,
+            )
             for r in untimed:
                 print(f"  {r.student}: {r.lateness.status}: {r.lateness.detail}", file=out)
         late = [r for r in results if r.lateness.status in ("in_grace", "late")]
         if late:
-            print("late: " + "; ".join(f"{r.student} {r.lateness.hours_late:g} h ({r.lateness.status}, penalty "
-                                       f"{_number(r.penalty) or '-'})" for r in late), file=out)
+            print(
+                "late: "
+                + "; ".join(
+                    f"{r.student} {r.lateness.hours_late:g} h ({r.lateness.status}, penalty "
+                    f"{_number(r.penalty) or '-'})"
+                    for r in late
+                ),
+                file=out,
+            )
         ran = [r for r in results if r.execute_s]
         if results:
             line = f"{len(results)} submissions in {wall:.0f} s ({wall / len(results):.1f} s each on average"
             if ran:
                 ex = sum(r.execute_s for r in ran) / len(ran)
-                line += (f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
-                         f"ran {ex:.1f} s")
+                line += (
+                    f"; per executed notebook: {sum(r.seconds for r in ran) / len(ran):.1f} s, of which the kernel "
+                    f"ran {ex:.1f} s"
+                )
                 skipped = max(r.skipped for r in ran)
                 if skipped:
                     line += f"; {skipped} cells that only measure not run (--measure runs them)"

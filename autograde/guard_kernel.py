@@ -47,6 +47,7 @@ What it cannot do: student code runs in this same process, so code written again
 reach objects the hook does not see; the grading tool also flags such code statically (autograde.scan).
 docs/grading.md has the threat model.
 """
+
 import builtins
 import copy
 import dataclasses
@@ -64,8 +65,8 @@ import sysconfig
 import threading
 import types
 
-_COURSE_PACKAGES = ("specdec",)     # the course's own package (the grader's guard file may name others)
-_GUARDED_MODULES = (builtins, math, random, operator, re)   # re: the tests' message checks use re.search
+_COURSE_PACKAGES = ("specdec",)  # the course's own package (the grader's guard file may name others)
+_GUARDED_MODULES = (builtins, math, random, operator, re)  # re: the tests' message checks use re.search
 _PRISTINE = {id(m): dict(vars(m)) for m in _GUARDED_MODULES}
 _MISSING = object()
 # private references, taken before any student code exists
@@ -138,7 +139,7 @@ def _failing_line(exc):
     return line
 
 
-BY_TEST = " (raised by the test's own code)"     # after the line in a failed test's traceback (see _raised_by_test)
+BY_TEST = " (raised by the test's own code)"  # after the line in a failed test's traceback (see _raised_by_test)
 
 
 def _raised_by_test(exc, student_files=None):
@@ -157,8 +158,11 @@ def _raised_by_test(exc, student_files=None):
     if after is None:
         return False
     for name in after:
-        if (name in student_files) if student_files is not None else \
-                (not _is_stdlib(name) and "-packages" + os.sep not in name):
+        if (
+            (name in student_files)
+            if student_files is not None
+            else (not _is_stdlib(name) and "-packages" + os.sep not in name)
+        ):
             return False
     return True
 
@@ -205,10 +209,20 @@ _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 # standard-library callers whose own frame access is theirs (warnings and logging find their caller's line;
 # the traceback module formats a caught exception, whose frames are the student's own)
 # (collections, typing, enum and dataclasses read their caller's module name to name a class they make)
-_FRAME_CALLERS = {"sys._getframe": frozenset(_stdlib_file(n) for n in (
-                      "warnings.py", os.path.join("logging", "__init__.py"), os.path.join("collections", "__init__.py"),
-                      "typing.py", "enum.py", "dataclasses.py")),
-                  "tb_frame": frozenset({_stdlib_file("traceback.py")})}
+_FRAME_CALLERS = {
+    "sys._getframe": frozenset(
+        _stdlib_file(n)
+        for n in (
+            "warnings.py",
+            os.path.join("logging", "__init__.py"),
+            os.path.join("collections", "__init__.py"),
+            "typing.py",
+            "enum.py",
+            "dataclasses.py",
+        )
+    ),
+    "tb_frame": frozenset({_stdlib_file("traceback.py")}),
+}
 
 
 class Audit:
@@ -279,15 +293,23 @@ class Audit:
         if origin is None:
             return
         refuse = severity == "tamper" or (severity == "frame" and self.in_test)
-        self.events.append({"severity": "tamper" if severity == "tamper" else "flag", "what": what,
-                            "origin": origin, "during_test": self.in_test, "refused": refuse})
+        self.events.append(
+            {
+                "severity": "tamper" if severity == "tamper" else "flag",
+                "what": what,
+                "origin": origin,
+                "during_test": self.in_test,
+                "refused": refuse,
+            }
+        )
         if refuse:
             raise PermissionError(f"autograde: your code {what}; graded notebooks may not do this")
 
     def note(self, what, origin=None):
         """Record tampering the guard found by comparison (not through the hook)."""
-        self.events.append({"severity": "tamper", "what": what, "origin": origin, "during_test": self.in_test,
-                            "refused": False})
+        self.events.append(
+            {"severity": "tamper", "what": what, "origin": origin, "during_test": self.in_test, "refused": False}
+        )
 
     def take(self):
         events, self.events = self.events, []
@@ -295,15 +317,39 @@ class Audit:
 
 
 # ------------------------------------------------------------------------- what the locked cells bound
-_IPYTHON_NAMES = frozenset({"_", "__", "___", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "In", "Out", "exit", "quit",
-                            "get_ipython", "__builtins__", "__name__", "__doc__", "__package__", "__loader__",
-                            "__spec__", "__builtin__"})
+_IPYTHON_NAMES = frozenset(
+    {
+        "_",
+        "__",
+        "___",
+        "_i",
+        "_ii",
+        "_iii",
+        "_ih",
+        "_oh",
+        "_dh",
+        "In",
+        "Out",
+        "exit",
+        "quit",
+        "get_ipython",
+        "__builtins__",
+        "__name__",
+        "__doc__",
+        "__package__",
+        "__loader__",
+        "__spec__",
+        "__builtin__",
+    }
+)
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _MAX_DATA_ITEMS = 100_000
 
 
 def _ipython_name(name):
-    return name in _IPYTHON_NAMES or (name[:2] == "_i" and name[2:].isdigit()) or (name[:1] == "_" and name[1:].isdigit())
+    return (
+        name in _IPYTHON_NAMES or (name[:2] == "_i" and name[2:].isdigit()) or (name[:1] == "_" and name[1:].isdigit())
+    )
 
 
 def _module_level_bound(code):
@@ -467,8 +513,9 @@ class LockedBindings:
                 if _isinstance(value, type) and getattr(value, "__module__", None) == modname:
                     self.classes.append((value, _dict(value.__dict__)))
                     for attr, member in list(value.__dict__.items()):
-                        self._record_function(f"{modname}.{value.__qualname__}.{attr}",
-                                              getattr(member, "__func__", member))
+                        self._record_function(
+                            f"{modname}.{value.__qualname__}.{attr}", getattr(member, "__func__", member)
+                        )
                 elif getattr(value, "__module__", None) == modname:
                     self._record_function(f"{modname}.{key}", value)
 
@@ -493,8 +540,11 @@ class LockedBindings:
                         pass
             if name in self.methods:
                 try:
-                    extra = [k for k, v in vars(value).items() if callable(v) and not _isinstance(v, type)
-                             and k not in self.methods[name]]
+                    extra = [
+                        k
+                        for k, v in vars(value).items()
+                        if callable(v) and not _isinstance(v, type) and k not in self.methods[name]
+                    ]
                 except TypeError:
                     extra = []
                 for attr in extra:
@@ -545,10 +595,15 @@ class LockedBindings:
             now = sys.modules.get(name, _MISSING)
             if now is module:
                 continue
-            if (now is not _MISSING and not self._is_course_module(name) and _type(now) is _type(module)
-                    and _type(module) is not types.ModuleType and getattr(now, "__name__", None) == name
-                    and getattr(now, "__file__", None) is not None
-                    and getattr(now, "__file__", None) == getattr(module, "__file__", None)):
+            if (
+                now is not _MISSING
+                and not self._is_course_module(name)
+                and _type(now) is _type(module)
+                and _type(module) is not types.ModuleType
+                and getattr(now, "__name__", None) == name
+                and getattr(now, "__file__", None) is not None
+                and getattr(now, "__file__", None) == getattr(module, "__file__", None)
+            ):
                 self.sysmodules[name] = now
                 continue
             if now is not _MISSING or self._is_course_module(name):
@@ -558,11 +613,13 @@ class LockedBindings:
 
     def message(self, changed, when):
         where = sorted({self.where.get(c.split(".")[0].split(" ")[0], "") for c in changed} - {""})
-        return (f"{when}, code outside the course's locked cells had rebound or changed what those cells define "
-                f"and the tests rely on: {', '.join(changed[:8])}{' ...' if _len(changed) > 8 else ''}"
-                f"{' (defined in ' + ', '.join(where) + ')' if where else ''}. The course's objects were put back "
-                f"and this test counts as failed: give your own helpers new names and leave the given ones as "
-                f"they are.")
+        return (
+            f"{when}, code outside the course's locked cells had rebound or changed what those cells define "
+            f"and the tests rely on: {', '.join(changed[:8])}{' ...' if _len(changed) > 8 else ''}"
+            f"{' (defined in ' + ', '.join(where) + ')' if where else ''}. The course's objects were put back "
+            f"and this test counts as failed: give your own helpers new names and leave the given ones as "
+            f"they are."
+        )
 
 
 LOCKED = LockedBindings()
@@ -588,8 +645,12 @@ def error_content(failure):
     structured REBOUND_FIELD (autograde.executor keeps it)."""
     ename, evalue, line = failure
     where = f"autograde: test cell line {line}" + (BY_TEST if getattr(failure, "by_test", False) is True else "")
-    return {"ename": ename, "evalue": evalue, "traceback": [where, f"{ename}: {evalue}"],
-            REBOUND_FIELD: _list(getattr(failure, "rebound", ()))}
+    return {
+        "ename": ename,
+        "evalue": evalue,
+        "traceback": [where, f"{ename}: {evalue}"],
+        REBOUND_FIELD: _list(getattr(failure, "rebound", ())),
+    }
 
 
 def run_test_cell(code, namespace, locked=None, audit=None):
@@ -613,7 +674,7 @@ def run_test_cell(code, namespace, locked=None, audit=None):
         if hidden is not None:
             parts.append(_compile(hidden, "<test-cell>", "exec"))
     except SyntaxError:
-        try:       # a hidden block that does not start at the top level: one piece, nothing copied back
+        try:  # a hidden block that does not start at the top level: one piece, nothing copied back
             parts, visible = [_compile(code, "<test-cell>", "exec")], None
         except SyntaxError as exc:
             return Failure("SyntaxError", _safe_text(exc), exc.lineno or 0)
@@ -621,8 +682,8 @@ def run_test_cell(code, namespace, locked=None, audit=None):
     for part in parts:
         used |= _names(part)
     ns = _dict(namespace)
-    start = _dict(namespace)                # what the test starts from: its own bindings are what differs
-    for name in used & BUILTIN_NAMES:       # `abs = lambda x: 0` in the notebook does not reach the test
+    start = _dict(namespace)  # what the test starts from: its own bindings are what differs
+    for name in used & BUILTIN_NAMES:  # `abs = lambda x: 0` in the notebook does not reach the test
         ns.pop(name, None)
     failure, defined = None, {}
     try:
@@ -634,8 +695,12 @@ def run_test_cell(code, namespace, locked=None, audit=None):
         for part in parts[1:]:
             _exec(part, ns)
     except _BaseException as exc:  # noqa: BLE001  (KeyboardInterrupt on timeout, SystemExit too)
-        failure = Failure(_type(exc).__name__, _safe_text(exc), _failing_line(exc),
-                          by_test=_raised_by_test(exc, None if audit is None else audit.student_files))
+        failure = Failure(
+            _type(exc).__name__,
+            _safe_text(exc),
+            _failing_line(exc),
+            by_test=_raised_by_test(exc, None if audit is None else audit.student_files),
+        )
     for name, value in defined.items():
         if name not in BUILTIN_NAMES or name not in used:
             namespace[name] = value
@@ -645,19 +710,22 @@ def run_test_cell(code, namespace, locked=None, audit=None):
     if rebound:
         failure = Failure("GraderIntegrityError", locked.message(rebound, "Before this test"), 0, rebound)
     elif failure is None and tampered:
-        failure = Failure("GraderIntegrityError",
-                   "the test cell ran with modified Python internals: " + ", ".join(sorted(set(tampered))[:8]), 0)
+        failure = Failure(
+            "GraderIntegrityError",
+            "the test cell ran with modified Python internals: " + ", ".join(sorted(set(tampered))[:8]),
+            0,
+        )
     elif failure is None and during:
         failure = Failure("GraderIntegrityError", locked.message(during, "While this test ran"), 0, during)
     return failure
 
 
-STUB = "# autograde: graded test cell "     # what the grader sends instead of a test's source
-PROBE_STUB = "# autograde: probe "         # a judge's probe: the marker, then its request as JSON (autograde.judge)
-PROBE_MIME = "application/x-autograde-probe+json"      # autograde.judge.MIME: the probe's answer
+STUB = "# autograde: graded test cell "  # what the grader sends instead of a test's source
+PROBE_STUB = "# autograde: probe "  # a judge's probe: the marker, then its request as JSON (autograde.judge)
+PROBE_MIME = "application/x-autograde-probe+json"  # autograde.judge.MIME: the probe's answer
 AUDIT_MIME = "application/vnd.autograde.audit+json"
 EVIDENCE_MIME = "application/vnd.autograde.verdict+json"
-REBOUND_FIELD = "rebound"                   # of a failed test's error message: what a student's cell rebound
+REBOUND_FIELD = "rebound"  # of a failed test's error message: what a student's cell rebound
 
 
 def _flush_streams():
@@ -728,15 +796,18 @@ def _cap_torch_threads(value):
         return
     try:
         import torch
-    except BaseException:      # noqa: BLE001  (a notebook without torch has no pool to cap)
+    except BaseException:  # noqa: BLE001  (a notebook without torch has no pool to cap)
         return
     set_threads = torch.set_num_threads
     set_threads(limit)
 
     def set_num_threads(n):
         set_threads(max(1, min(int(n), limit)))
-    set_num_threads.__doc__ = (f"torch.set_num_threads under grading: at most {limit} thread(s), this kernel's share "
-                               f"of the cores. {set_threads.__doc__ or ''}")
+
+    set_num_threads.__doc__ = (
+        f"torch.set_num_threads under grading: at most {limit} thread(s), this kernel's share "
+        f"of the cores. {set_threads.__doc__ or ''}"
+    )
     torch.set_num_threads = set_num_threads
 
 
@@ -747,12 +818,12 @@ def main():
     # everything the guard keeps lives in this function's closure, not in module globals
     config = read_guard_file(os.environ.pop("AUTOGRADE_GUARD_FILE", ""))
     key = bytes.fromhex(config.get("key", "")) or os.urandom(32)
-    tests = _dict(config.get("tests", {}))                # sha256 -> a graded test cell's source
-    locked_cells = _dict(config.get("locked", {}))        # sha256 -> grade id of a locked cell (setup, given)
+    tests = _dict(config.get("tests", {}))  # sha256 -> a graded test cell's source
+    locked_cells = _dict(config.get("locked", {}))  # sha256 -> grade id of a locked cell (setup, given)
     preimport = _list(config.get("preimport", []))
     locked = LockedBindings(packages=tuple(config.get("packages", _COURSE_PACKAGES)))
     audit = Audit()
-    if config.get("audit"):               # the grader turns it on (off only to measure what it costs)
+    if config.get("audit"):  # the grader turns it on (off only to measure what it costs)
         sys.addaudithook(audit.hook)
     runner, verify, send_tag, make_error, fail = run_test_cell, _verify_guard, evidence_tag, error_content, Failure
     # the judges' probe runner (autograde.judge.runner_source), compiled once, here, before any student code: a
@@ -773,10 +844,10 @@ def main():
             _PRISTINE[id(builtins)] = _dict(vars(builtins))
             # ipykernel chooses matplotlib's inline backend after this; a module that imports pyplot must see it
             os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-            for name in preimport:        # the course's imports, before any student code can fake them
+            for name in preimport:  # the course's imports, before any student code can fake them
                 try:
                     __import__(name)
-                except BaseException:     # noqa: BLE001  (the locked cell that imports it reports it)
+                except BaseException:  # noqa: BLE001  (the locked cell that imports it reports it)
                     pass
             _cap_torch_threads(os.environ.get("AUTOGRADE_THREADS", ""))
             locked.record_sys_modules()
@@ -784,42 +855,45 @@ def main():
         def _ag_report(self):
             events = audit.take()
             if events:
-                self.send_response(self.iopub_socket, "display_data",
-                                   {"data": {AUDIT_MIME: json.dumps(events)}, "metadata": {}, "transient": {}})
+                self.send_response(
+                    self.iopub_socket,
+                    "display_data",
+                    {"data": {AUDIT_MIME: json.dumps(events)}, "metadata": {}, "transient": {}},
+                )
 
-        async def do_execute(self, code, silent, store_history=True, user_expressions=None,
-                             allow_stdin=False, **kwargs):
+        async def do_execute(
+            self, code, silent, store_history=True, user_expressions=None, allow_stdin=False, **kwargs
+        ):
             try:
-                return await self._ag_execute(code, silent, store_history, user_expressions, allow_stdin,
-                                              **kwargs)
+                return await self._ag_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
             finally:
                 self._ag_report()
 
         async def _ag_execute(self, code, silent, store_history, user_expressions, allow_stdin, **kwargs):
             namespace = self.shell.user_ns
             if code.startswith(STUB):
-                return self._ag_test(code[_len(STUB):].split(), namespace)
+                return self._ag_test(code[_len(STUB) :].split(), namespace)
             if code.startswith(PROBE_STUB) and probe_runner is not None:
-                return self._ag_probe(code[_len(PROBE_STUB):], namespace)
+                return self._ag_probe(code[_len(PROBE_STUB) :], namespace)
             digest = _sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
             if digest in locked_cells:
                 for what in locked.check_and_restore_sys_modules():
                     audit.note(f"replaced {what} before a locked cell imports it")
                 before = locked.before_locked_cell(namespace)
                 try:
-                    return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
-                                                    **kwargs)
+                    return await super().do_execute(
+                        code, silent, store_history, user_expressions, allow_stdin, **kwargs
+                    )
                 finally:
                     locked.after_locked_cell(code, namespace, before, locked_cells[digest])
             try:
                 name = self.shell.compile.get_code_name(code, code, self.shell.execution_count)
-            except BaseException:      # noqa: BLE001
+            except BaseException:  # noqa: BLE001
                 name = None
             if name:
                 audit.student_files[name] = self.execution_count
             try:
-                return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin,
-                                                **kwargs)
+                return await super().do_execute(code, silent, store_history, user_expressions, allow_stdin, **kwargs)
             finally:
                 for hook in _clear_hooks():
                     audit.note(f"installed a {hook} hook", self.execution_count)
@@ -830,15 +904,16 @@ def main():
             reply = {"status": "ok", "execution_count": self.execution_count, "payload": [], "user_expressions": {}}
             try:
                 answer = probe_runner(namespace, *json.loads(request), None)
-            except _BaseException as exc:       # noqa: BLE001  (no answer: the grader reports it)
+            except _BaseException as exc:  # noqa: BLE001  (no answer: the grader reports it)
                 reply.update(status="error", ename=_type(exc).__name__, evalue=_str(exc)[:2000], traceback=[])
                 return reply
             finally:
                 for hook in _clear_hooks():
                     audit.note(f"installed a {hook} hook", self.execution_count)
                 _flush_streams()
-            self.send_response(self.iopub_socket, "display_data",
-                               {"data": {PROBE_MIME: answer}, "metadata": {}, "transient": {}})
+            self.send_response(
+                self.iopub_socket, "display_data", {"data": {PROBE_MIME: answer}, "metadata": {}, "transient": {}}
+            )
             return reply
 
         def _ag_test(self, words, namespace):
@@ -855,20 +930,26 @@ def main():
                 changed = verify(own, own_names, own_code)
                 if changed:
                     audit.note("changed the grader's own code: " + ", ".join(changed[:8]))
-                    failure = fail("GraderIntegrityError", "the grader's own code had been changed while this test ran: "
-                                   + ", ".join(changed[:8]), 0)
+                    failure = fail(
+                        "GraderIntegrityError",
+                        "the grader's own code had been changed while this test ran: " + ", ".join(changed[:8]),
+                        0,
+                    )
             _flush_streams()
-            reply = {"status": "ok", "execution_count": self.execution_count, "payload": [],
-                     "user_expressions": {}}
+            reply = {"status": "ok", "execution_count": self.execution_count, "payload": [], "user_expressions": {}}
             if failure is not None:
                 content = make_error(failure)
                 self.send_response(self.iopub_socket, "error", content)
-                reply.update(status="error", ename=content["ename"], evalue=content["evalue"],
-                             traceback=content["traceback"])
+                reply.update(
+                    status="error", ename=content["ename"], evalue=content["evalue"], traceback=content["traceback"]
+                )
             else:
                 verdict = {"test": digest, "nonce": nonce, "tag": send_tag(key, digest, nonce)}
-                self.send_response(self.iopub_socket, "display_data",
-                                   {"data": {EVIDENCE_MIME: json.dumps(verdict)}, "metadata": {}, "transient": {}})
+                self.send_response(
+                    self.iopub_socket,
+                    "display_data",
+                    {"data": {EVIDENCE_MIME: json.dumps(verdict)}, "metadata": {}, "transient": {}},
+                )
             return reply
 
     IPKernelApp.launch_instance(kernel_class=GuardedKernel)

@@ -4,6 +4,7 @@ Each speed notebook (05, 09, 10) saves what the learner's machine measured in my
 notebook (specdec/measure/my_measurements.py); it travels with the submission. This collects the files of every student,
 names the missing and malformed ones, prints a line per student and writes a plot of the class.
 """
+
 from pathlib import Path
 
 from autograde import WORK, assignments
@@ -30,7 +31,7 @@ def collect(assignment, submissions):
     if not root.is_dir():
         raise ValueError(f"{root}: not a folder of submissions")
     attempts = inbound_attempts(root, assignment)
-    if attempts is not None:            # the names hold nbgrader's timestamps: the latest sorts last
+    if attempts is not None:  # the names hold nbgrader's timestamps: the latest sorts last
         folders = {student: max(entries, key=lambda e: e.name) for student, entries in attempts.items()}
     else:
         # a student id never holds '+' (nbgrader splits submission names on it): such a folder is another
@@ -60,8 +61,10 @@ def _summary(doc):
         parts.append(f"v(4) {m['v']['4']:.2f}")
     for name in ("alpha", "speedup"):
         if isinstance(m.get(name), dict) and m[name]:
-            parts.append(f"{name} " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(m[name].items())
-                                                 if isinstance(v, (int, float))))
+            parts.append(
+                f"{name} "
+                + ", ".join(f"{k} {v:.2f}" for k, v in sorted(m[name].items()) if isinstance(v, (int, float)))
+            )
     return "; ".join(parts)
 
 
@@ -71,8 +74,12 @@ def class_insights(assignment, submissions=None, out=None):
     records, problems = collect(name, folder)
     for student, doc in sorted(records.items()):
         mach = doc["machine"]
-        print(f"{student}: {mach.get('cpu_model', '?')} ({mach.get('capability', '?')}, {mach.get('logical_cpus', '?')} CPUs)"
-              + (", quick mode" if doc.get("quick_mode") else "") + f": {_summary(doc)}")
+        print(
+            f"{student}: {mach.get('cpu_model', '?')} "
+            f"({mach.get('capability', '?')}, {mach.get('logical_cpus', '?')} CPUs)"
+            + (", quick mode" if doc.get("quick_mode") else "")
+            + f": {_summary(doc)}"
+        )
     for who, problem in problems:
         print(f"skipped {who}: {problem}")
     if not records:
@@ -82,6 +89,9 @@ def class_insights(assignment, submissions=None, out=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     pts = class_points(records)
     plot_class(records, out, f"{name}: {len(records)} students' machines")
-    print(f"{len(records)} students' measurements ({len(problems)} skipped), machines: "
-          + ", ".join(f"{c} {n}" for c, n in sorted(pts["capability"].items())) + f"; plot: {out}")
+    print(
+        f"{len(records)} students' measurements ({len(problems)} skipped), machines: "
+        + ", ".join(f"{c} {n}" for c, n in sorted(pts["capability"].items()))
+        + f"; plot: {out}"
+    )
     return 0

@@ -23,6 +23,7 @@ Answers are parsed strictly (``decode``): JSON of a fixed set of node kinds, bou
 length, no pickle. A tensor or an array comes back as its dtype, shape and values; an exception the student's
 function raised as its type name and message.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,10 +36,11 @@ import time
 from dataclasses import dataclass
 
 from autograde.guard_kernel import PROBE_MIME as MIME, PROBE_STUB
-MAX_BYTES = 4_000_000          # of one answer's JSON
-MAX_DEPTH = 16                 # nesting of lists, tuples and dicts
-MAX_ITEMS = 1_000_000          # numbers and strings in one answer, all levels together
-MAX_TEXT = 10_000              # characters of one string (an exception's message is cut to this in the kernel)
+
+MAX_BYTES = 4_000_000  # of one answer's JSON
+MAX_DEPTH = 16  # nesting of lists, tuples and dicts
+MAX_ITEMS = 1_000_000  # numbers and strings in one answer, all levels together
+MAX_TEXT = 10_000  # characters of one string (an exception's message is cut to this in the kernel)
 
 
 class ProbeError(Exception):
@@ -120,12 +122,13 @@ def kind_of(v):
 class Tensor:
     """A tensor or array the student's function returned: its kind ("torch" or "numpy"), dtype name, shape and
     values (nested lists, as ``tolist()`` gives them)."""
+
     kind: str
     dtype: str
     shape: tuple
     values: object
 
-    def __float__(self):                     # a 0-d tensor or a numpy scalar reads as its number, as float() would
+    def __float__(self):  # a 0-d tensor or a numpy scalar reads as its number, as float() would
         if self.shape != () or isinstance(self.values, (list, str)) or self.values is None:
             raise TypeError(f"a {self.kind} {self.dtype} tensor of shape {self.shape} is not one number")
         return float(self.values)
@@ -135,6 +138,7 @@ class Tensor:
 class Raised:
     """The student's function raised: the exception's class name (and its bases' names, nearest first) and its
     message."""
+
     type: str
     bases: tuple
     message: str
@@ -149,7 +153,7 @@ def _encode(obj, _depth=0):
     imports nothing of the course). Unknown objects become {"t": "other", "type": name}: the judge fails them."""
     if _depth > 16:
         return {"t": "other", "type": "too deep"}
-    if obj is None or type(obj) in (bool, str):              # exact types: a subclass (numpy.float64) is tagged
+    if obj is None or type(obj) in (bool, str):  # exact types: a subclass (numpy.float64) is tagged
         return obj
     if type(obj) is int:
         return obj if abs(obj) < 2**63 else {"t": "other", "type": "int beyond 64 bits"}
@@ -164,8 +168,13 @@ def _encode(obj, _depth=0):
     kind = type(obj).__module__.split(".")[0]
     if kind in ("torch", "numpy") and hasattr(obj, "tolist") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
         values = obj.tolist()
-        return {"t": "tensor", "kind": kind, "dtype": str(obj.dtype).replace("torch.", ""),
-                "shape": [int(s) for s in obj.shape], "values": _encode(values, _depth + 1)}
+        return {
+            "t": "tensor",
+            "kind": kind,
+            "dtype": str(obj.dtype).replace("torch.", ""),
+            "shape": [int(s) for s in obj.shape],
+            "values": _encode(values, _depth + 1),
+        }
     return {"t": "other", "type": type(obj).__module__ + "." + type(obj).__qualname__}
 
 
@@ -176,6 +185,7 @@ class Build:
     objects by name, or a model from a recipe (``tiny_llama``; a copy; a noisy copy; a sharpened head; a model
     whose forwards are counted). Made with the helpers below; written into the probe as a tuple tagged with a
     string drawn for that call, so that no plain data the judge sends can be mistaken for one."""
+
     kind: str
     args: tuple
 
@@ -196,6 +206,7 @@ _RAW_DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8",
 def ndarray(a):
     """A NumPy array argument: sent as its dtype and values, rebuilt exactly (floats as their repr)."""
     import numpy
+
     a = numpy.asarray(a)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"a: ndarray sends bool, integer and float arrays, got {a.dtype}")
@@ -295,8 +306,8 @@ def counted(model, label: str):
 
 def _build(x, tag, names, memo, counts):
     """Arguments from plain data, run on both sides: INSIDE the student's kernel (its source is part of the
-    probe's runner) and in the judge (``build``). A tuple (tag, kind, ...) is built; other data passes through. Models are
-    built once per probe (``memo``); ``counts`` receives the counted forwards."""
+    probe's runner) and in the judge (``build``). A tuple (tag, kind, ...) is built; other data passes through.
+    Models are built once per probe (``memo``); ``counts`` receives the counted forwards."""
     if type(x) is list:
         return [_build(v, tag, names, memo, counts) for v in x]
     if type(x) is dict:
@@ -305,36 +316,39 @@ def _build(x, tag, names, memo, counts):
         return x
     if not (len(x) >= 2 and x[0] == tag):
         return tuple(_build(v, tag, names, memo, counts) for v in x)
-    if x[1] == "float":                  # nan or inf (see nonfinite): no import needed
+    if x[1] == "float":  # nan or inf (see nonfinite): no import needed
         return float(x[2])
-    if x[1] == "cost":                   # a cost function from its coefficients (see cost)
+    if x[1] == "cost":  # a cost function from its coefficients (see cost)
         a0, b0, b1, b2, e2 = x[2:7]
         return lambda B, t: a0 + b0 * B + b1 * B * t + b2 * (B * t) ** 2 + e2 * (t == 2)
-    if x[1] == "ndarray":                # numpy is the notebook's own import: once per probe
+    if x[1] == "ndarray":  # numpy is the notebook's own import: once per probe
         if "__numpy__" not in memo:
             import numpy
+
             memo["__numpy__"] = numpy
         return memo["__numpy__"].array(x[3], dtype=x[2])
-    if "__torch__" not in memo:          # once per probe: an import is an audit event in the guarded kernel
+    if "__torch__" not in memo:  # once per probe: an import is an audit event in the guarded kernel
         import copy
+
         import torch
+
         memo["__torch__"], memo["__copy__"] = torch, copy
     _t, _c = memo["__torch__"], memo["__copy__"]
     kind, a = x[1], x[2:]
-    if kind == "rows":                   # a mapped call's j-th row of a tensor (see map)
+    if kind == "rows":  # a mapped call's j-th row of a tensor (see map)
         return {tag: ("rows", _build(a[0], tag, names, memo, counts))}
-    if kind == "seeds":                  # a mapped call's generator seeded with the j-th seed
+    if kind == "seeds":  # a mapped call's generator seeded with the j-th seed
         return {tag: ("seeds", list(a[0]))}
     if kind == "tensor":
         return _t.tensor(a[1], dtype=getattr(_t, a[0]))
-    if kind == "rawtensor":              # dtype, shape and raw bytes (see tensor): a fresh tensor of its own
+    if kind == "rawtensor":  # dtype, shape and raw bytes (see tensor): a fresh tensor of its own
         _dt = getattr(_t, a[0])
         if not a[2]:
             return _t.empty(a[1], dtype=_dt)
         return _t.frombuffer(bytearray(a[2]), dtype=_dt).reshape(a[1]).clone()
     if kind == "generator":
         return _t.Generator().manual_seed(a[0])
-    if kind == "watched":                # an argument sent back after the call (see watched); never shared
+    if kind == "watched":  # an argument sent back after the call (see watched); never shared
         out = _build(a[0], tag, names, memo, counts)
         memo.setdefault("__watched__", []).append(out)
         return out
@@ -343,12 +357,13 @@ def _build(x, tag, names, memo, counts):
         return memo[key]
     if kind == "name":
         out = names[a[0]]
-    elif kind == "item":                 # an entry of a built container (the notebook's hardware table)
+    elif kind == "item":  # an entry of a built container (the notebook's hardware table)
         out = _build(a[0], tag, names, memo, counts)[a[1]]
-    elif kind == "call":                 # the notebook's own function of that name, on built arguments
+    elif kind == "call":  # the notebook's own function of that name, on built arguments
         out = names[a[0]](*_build(a[1], tag, names, memo, counts), **_build(a[2], tag, names, memo, counts))
     elif kind == "tiny_llama":
         from specdec.core.decoding import tiny_llama as _tiny
+
         out = _tiny(**a[0])
     elif kind in ("copy", "noisy", "sharp", "double"):
         out = _c.deepcopy(_build(a[0], tag, names, memo, counts))
@@ -361,15 +376,16 @@ def _build(x, tag, names, memo, counts):
                     prm.add_(a[1] * prm.std() * _t.randn_like(prm))
             if kind == "sharp":
                 out.lm_head.weight.mul_(a[1])
-    elif kind == "random_heads":         # Medusa-like heads for any model (see random_heads)
+    elif kind == "random_heads":  # Medusa-like heads for any model (see random_heads)
         _m = _build(a[0], tag, names, memo, counts)
         _g = _t.Generator().manual_seed(a[2])
         _w = _t.randn(a[1], _m.config.vocab_size, _m.config.hidden_size, generator=_g) * 0.5
 
         class _Heads:
             def head_logits(self, h, _w=_w, _lm=_m.lm_head):
-                base = _lm(h)                # the model's own guess mixed in: some of the heads' guesses are right
+                base = _lm(h)  # the model's own guess mixed in: some of the heads' guesses are right
                 return _t.stack([base + (w @ h.float()).to(base.dtype) for w in _w])
+
         out = _Heads()
     elif kind == "counted":
         out, label = _build(a[0], tag, names, memo, counts), a[1]
@@ -379,13 +395,17 @@ def _build(x, tag, names, memo, counts):
 
             def hook(module, args):
                 counts[name] += 1
+
             return hook
 
         def _refuse(*args, **kwargs):
             raise AssertionError("generate() is not called here: the decoder runs its own loop")
-        def _arm(out=out, label=label):        # after every argument is built, so that no copy carries the hooks
-            handles = [out.register_forward_pre_hook(_count(label)),
-                       out.model.register_forward_pre_hook(_count(label + ".model"))]
+
+        def _arm(out=out, label=label):  # after every argument is built, so that no copy carries the hooks
+            handles = [
+                out.register_forward_pre_hook(_count(label)),
+                out.model.register_forward_pre_hook(_count(label + ".model")),
+            ]
             had = "generate" in vars(out)
             out.generate = _refuse
 
@@ -394,7 +414,9 @@ def _build(x, tag, names, memo, counts):
                     h.remove()
                 if not had:
                     del out.generate
+
             memo.setdefault("__undo__", []).append(_undo)
+
         memo.setdefault("__arm__", []).append(_arm)
     else:
         raise ValueError(f"unknown argument kind {kind!r}")
@@ -414,8 +436,8 @@ def _to_json(x, tag, depth=0):
         if not math.isfinite(x):
             raise ValueError(f"args: floats must be finite to be sent, got {x!r}")
         return x
-    if type(x) is bytes:        # compressed: a judge's rounds repeat a few rows of p and q thousands of times, and
-        return {"t": "bytes", "z": _b64(_zlib(x))}     # every character of a probe is read by IPython before it runs
+    if type(x) is bytes:  # compressed: a judge's rounds repeat a few rows of p and q thousands of times, and
+        return {"t": "bytes", "z": _b64(_zlib(x))}  # every character of a probe is read by IPython before it runs
     if isinstance(x, Build):
         if not (type(x.kind) is str and x.kind.isidentifier() and type(x.args) is tuple):
             raise ValueError(f"args: a malformed Build {x!r}")
@@ -425,7 +447,10 @@ def _to_json(x, tag, depth=0):
     if type(x) is tuple:
         return {"t": "tuple", "items": [_to_json(v, tag, depth + 1) for v in x]}
     if type(x) is dict:
-        return {"t": "dict", "items": [[_to_json(k, tag, depth + 1), _to_json(v, tag, depth + 1)] for k, v in x.items()]}
+        return {
+            "t": "dict",
+            "items": [[_to_json(k, tag, depth + 1), _to_json(v, tag, depth + 1)] for k, v in x.items()],
+        }
     raise ValueError(f"args: only plain data is sent to the kernel, got {type(x).__name__}")
 
 
@@ -439,18 +464,22 @@ def _from_json(x):
             return tuple(_from_json(v) for v in x["items"])
         if x["t"] == "dict":
             return {_from_json(k): _from_json(v) for k, v in x["items"]}
-        import base64 as _b64m, zlib as _zm
+        import base64 as _b64m
+        import zlib as _zm
+
         return _zm.decompress(_b64m.b64decode(x["z"]))
     return x
 
 
 def _zlib(data):
     import zlib
+
     return zlib.compress(data, 1)
 
 
 def _b64(data):
     import base64
+
     return base64.b64encode(data).decode("ascii")
 
 
@@ -501,7 +530,9 @@ def _ag_probe(_ag_ns, _ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_lim
     def _ag_at(_ag_v, _ag_j):          # the j-th of a rows(...) or seeds(...) argument in a mapped call
         if type(_ag_v) is dict and _ag_tag in _ag_v:
             _ag_kind, _ag_seq = _ag_v[_ag_tag]
-            return _ag_seq[_ag_j] if _ag_kind == "rows" else _ag_memo["__torch__"].Generator().manual_seed(_ag_seq[_ag_j])
+            if _ag_kind == "rows":
+                return _ag_seq[_ag_j]
+            return _ag_memo["__torch__"].Generator().manual_seed(_ag_seq[_ag_j])
         return _ag_v
 
     def _ag_map(_ag_n, _ag_args, _ag_kwargs):
@@ -534,6 +565,7 @@ def _builtins():
     named `type`, `len` or `max` (the probe runs in the notebook's namespace) must not change what a probe does."""
     import ast
     import builtins
+
     code = _RUNNER.format(functions=_kernel_functions(), builtins="")
     used = sorted({n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and n.id in vars(builtins)})
     return "    import builtins as _ag_b\n    " + ", ".join(used) + " = " + ", ".join(f"_ag_b.{u}" for u in used)
@@ -542,7 +574,9 @@ def _builtins():
 @functools.lru_cache(maxsize=1)
 def _kernel_functions():
     """The source of the functions a probe runs in the kernel (_encode, _build, _from_json), indented into it."""
-    return "\n".join("    " + line for fn in (_encode, _build, _from_json) for line in inspect.getsource(fn).splitlines())
+    return "\n".join(
+        "    " + line for fn in (_encode, _build, _from_json) for line in inspect.getsource(fn).splitlines()
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -568,7 +602,7 @@ def probe_request(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n
     repeated across calls is built once per probe."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be a Python identifier, got {name!r}")
-    many = True if calls is not None else (int(n) if n else False)      # many calls; n calls mapped over rows
+    many = True if calls is not None else (int(n) if n else False)  # many calls; n calls mapped over rows
     calls = [(tuple(a), dict(k)) for a, k in calls] if calls is not None else [(tuple(args), dict(kwargs or {}))]
     tag = "ag-build-" + secrets.token_hex(8)
     return [name, json.dumps(_to_json(calls, tag, 1)), many, nonce, tag, MAX_TEXT]
@@ -581,8 +615,9 @@ def probe_code(name: str, args: tuple, nonce: str, kwargs=None, calls=None, n=No
 
 
 def _cell(request):
-    return runner_source() + _CALL.format(**dict(zip(("name", "calls", "many", "nonce", "tag", "limit"), request)),
-                                          mime=MIME)
+    return runner_source() + _CALL.format(
+        **dict(zip(("name", "calls", "many", "nonce", "tag", "limit"), request)), mime=MIME
+    )
 
 
 def probe_stub(request: list) -> str:
@@ -608,8 +643,11 @@ def decode_many(text):
 def _observed(doc):
     """The counts a probe of one call reported (``counted`` arguments), as {label: int}; {} when none."""
     seen = doc.get("observed", {})
-    if not (isinstance(seen, dict) and len(seen) < 64 and all(
-            isinstance(k, str) and len(k) < 200 and type(v) is int and 0 <= v < 2**63 for k, v in seen.items())):
+    if not (
+        isinstance(seen, dict)
+        and len(seen) < 64
+        and all(isinstance(k, str) and len(k) < 200 and type(v) is int and 0 <= v < 2**63 for k, v in seen.items())
+    ):
         raise ProbeError("observed counts must be a small object of names and non-negative ints")
     return dict(seen)
 
@@ -631,6 +669,7 @@ def _document(text, kinds):
 class Answer(tuple):
     """("value", v) or ("raised", Raised), with ``after``: the watched arguments as they were after the call (a
     list), or None where the call watched none."""
+
     after = None
 
 
@@ -647,9 +686,15 @@ def _one(doc, budget=None):
         return Answer(("value", _node(doc["value"], 0, budget)))
     if set(doc) - {"observed"} == {"nonce", "raised"}:
         r = doc["raised"]
-        if not (isinstance(r, dict) and set(r) == {"type", "bases", "message"} and isinstance(r["type"], str)
-                and isinstance(r["message"], str) and isinstance(r["bases"], list)
-                and all(isinstance(b, str) for b in r["bases"]) and len(r["bases"]) < 64):
+        if not (
+            isinstance(r, dict)
+            and set(r) == {"type", "bases", "message"}
+            and isinstance(r["type"], str)
+            and isinstance(r["message"], str)
+            and isinstance(r["bases"], list)
+            and all(isinstance(b, str) for b in r["bases"])
+            and len(r["bases"]) < 64
+        ):
             raise ProbeError("a raised answer needs a type, its bases and a message, as strings")
         return Answer(("raised", Raised(r["type"][:200], tuple(b[:200] for b in r["bases"]), r["message"][:MAX_TEXT])))
     raise ProbeError(f"unexpected keys in the answer: {sorted(doc)}")
@@ -692,10 +737,15 @@ def _node(x, depth, budget):
         return out
     if tag == "float" and keys == {"t", "v"} and x["v"] in ("nan", "inf", "-inf"):
         return float(x["v"])
-    if tag == "tensor" and keys == {"t", "kind", "dtype", "shape", "values"} and x["kind"] in ("torch", "numpy") \
-            and isinstance(x["dtype"], str) and isinstance(x["shape"], list) \
-            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]) \
-            and len(x["shape"]) <= MAX_DEPTH:
+    if (
+        tag == "tensor"
+        and keys == {"t", "kind", "dtype", "shape", "values"}
+        and x["kind"] in ("torch", "numpy")
+        and isinstance(x["dtype"], str)
+        and isinstance(x["shape"], list)
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"])
+        and len(x["shape"]) <= MAX_DEPTH
+    ):
         values = _node(x["values"], depth + 1, budget)
         if not _has_shape(values, x["shape"]):
             raise ProbeError(f"a tensor's values do not have its shape {x['shape']}")
@@ -708,6 +758,7 @@ def _node(x, depth, budget):
 @dataclass(frozen=True)
 class Other:
     """An object the probe could not turn into plain data (the judge fails it where a value is expected)."""
+
     type: str
 
 
@@ -765,7 +816,7 @@ class KernelProbe(_Probe):
 
     def __init__(self, client, timeout=60.0, stub=False):
         super().__init__()
-        self.client, self.timeout, self.waited = client, float(timeout), 0.0     # waited: seconds in the kernel
+        self.client, self.timeout, self.waited = client, float(timeout), 0.0  # waited: seconds in the kernel
         self.stub = bool(stub)
 
     def _ask(self, name, request, nonce):
@@ -782,8 +833,7 @@ class KernelProbe(_Probe):
             try:
                 msg = self.client.get_iopub_msg(timeout=self.timeout)
             except Exception:
-                raise ProbeError(f"the kernel did not finish the probe of {name} within {self.timeout:.0f} s") \
-                    from None
+                raise ProbeError(f"the kernel did not finish the probe of {name} within {self.timeout:.0f} s") from None
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg.get("content", {})
@@ -814,7 +864,7 @@ class LocalProbe(_Probe):
         self.namespace = namespace
 
     def _ask(self, name, request, nonce):
-        answer = _runner()(self.namespace, *request, None)       # what the guard kernel does with a probe_stub
+        answer = _runner()(self.namespace, *request, None)  # what the guard kernel does with a probe_stub
         self.calls += 1
         if not (isinstance(answer, str) and json.loads(answer).get("nonce") == nonce):
             raise ProbeError(f"no answer to the probe of {name}")

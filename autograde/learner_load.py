@@ -14,6 +14,7 @@ reading at `WORDS_PER_MINUTE`, code read and run at `LINES_PER_MINUTE`, `MINUTES
 the notebook's Run All time, rounded to the nearest 5 minutes. `python -m autograde load` prints the table;
 tests/test_learner_load.py checks the rule and the README against it.
 """
+
 import re
 
 import nbformat
@@ -23,9 +24,9 @@ from autograde.assignment import is_test_cell, nbgrader_meta
 from autograde.given import is_folded
 
 MAX_LINES_PER_POINT = 60
-WORDS_PER_MINUTE = 200        # careful reading of technical prose with formulas
-LINES_PER_MINUTE = 40         # code read and run, not written
-MINUTES_PER_POINT = 2.5       # writing and checking a graded function: a 3-point part in about 8 minutes
+WORDS_PER_MINUTE = 200  # careful reading of technical prose with formulas
+LINES_PER_MINUTE = 40  # code read and run, not written
+MINUTES_PER_POINT = 2.5  # writing and checking a graded function: a 3-point part in about 8 minutes
 
 __all__ = ["MAX_LINES_PER_POINT", "count", "minutes", "table", "readme_rows", "report"]
 
@@ -61,8 +62,12 @@ def minutes(load, run_seconds):
     `run_seconds`, rounded to the nearest 5 minutes (at least 5)."""
     if not run_seconds >= 0:
         raise ValueError(f"run_seconds must be >= 0, got {run_seconds!r}")
-    raw = (load["words"] / WORDS_PER_MINUTE + load["visible_lines"] / LINES_PER_MINUTE
-           + MINUTES_PER_POINT * load["points"] + run_seconds / 60)
+    raw = (
+        load["words"] / WORDS_PER_MINUTE
+        + load["visible_lines"] / LINES_PER_MINUTE
+        + MINUTES_PER_POINT * load["points"]
+        + run_seconds / 60
+    )
     return max(5, 5 * round(raw / 5))
 
 
@@ -89,12 +94,16 @@ def report():
     """The table as text: the counts, lines per point against the rule, and the minutes estimated against the
     README's."""
     readme = readme_rows()
-    lines = [f"{'notebook':32s} {'words':>6s} {'visible':>8s} {'folded':>7s} {'points':>6s} {'lines/pt':>8s} "
-             f"{'minutes':>7s} {'README':>6s}"]
+    lines = [
+        f"{'notebook':32s} {'words':>6s} {'visible':>8s} {'folded':>7s} {'points':>6s} {'lines/pt':>8s} "
+        f"{'minutes':>7s} {'README':>6s}"
+    ]
     for name, load in table().items():
         said, run_s = readme.get(name, (None, 0))
         flag = "" if load["lines_per_point"] <= MAX_LINES_PER_POINT else f"  over {MAX_LINES_PER_POINT}"
-        lines.append(f"{name:32s} {load['words']:6d} {load['visible_lines']:8d} {load['folded_lines']:7d} "
-                     f"{load['points']:6g} {load['lines_per_point']:8.1f} {minutes(load, run_s):7d} "
-                     f"{'-' if said is None else said:>6}{flag}")
+        lines.append(
+            f"{name:32s} {load['words']:6d} {load['visible_lines']:8d} {load['folded_lines']:7d} "
+            f"{load['points']:6g} {load['lines_per_point']:8.1f} {minutes(load, run_s):7d} "
+            f"{'-' if said is None else said:>6}{flag}"
+        )
     return "\n".join(lines)

@@ -1,10 +1,12 @@
 """A lint of the course's own notebooks: what the grader's guard would make undefined."""
+
 from autograde.assignment import HIDDEN_BEGIN, is_test_cell, nbgrader_meta
 
 
 def _bound_and_loaded(source):
     """(names the code binds at module level, module-level names it reads, also from inside its functions)."""
     import symtable
+
     try:
         table = symtable.symtable(source, "<cell>", "exec")
     except SyntaxError:
@@ -55,4 +57,3 @@ def hidden_names_used_elsewhere(nb):
                 for name in bound:
                     hidden.pop(name, None)
     return problems
-

@@ -1,5 +1,6 @@
 """Notebook files: a submitted notebook read with a one-line reason when it is not one, the released learner
 notebook of an assignment, and the graded part of a notebook."""
+
 import json
 from pathlib import Path
 
@@ -25,8 +26,9 @@ def read_json_notebook(path):
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # noqa: BLE001 (nbformat raises several types)
-        raise ValueError(f"the notebook does not follow the notebook format ({str(exc).splitlines()[0][:120]})") \
-            from None
+        raise ValueError(
+            f"the notebook does not follow the notebook format ({str(exc).splitlines()[0][:120]})"
+        ) from None
     return nb
 
 
@@ -44,8 +46,8 @@ def released_notebook(assignment, course=None):
 def graded_part(nb):
     """A copy of notebook `nb` cut after its last graded test cell (the cells after it only measure)."""
     import copy
+
     last = max(i for i, c in enumerate(nb.cells) if is_test_cell(c))
     nb = copy.deepcopy(nb)
-    nb.cells = nb.cells[:last + 1]
+    nb.cells = nb.cells[: last + 1]
     return nb
-

@@ -1,5 +1,6 @@
 """What happened to each graded test cell in a run, from trusted facts only (autograde.explain says it in
 words), and what the guard's audit records say about the run."""
+
 import re
 from dataclasses import dataclass
 
@@ -8,13 +9,15 @@ from autograde.guard_kernel import BY_TEST
 
 TEST_LINE = re.compile(r"autograde: test cell line (\d+)")
 UNDEFINED = re.compile(r"name '(\w+)' is not defined")
-KINDS = ("passed", "failed", "timeout", "not_run", "crash", "missing")   # Outcome.kind; autograde.explain has each
-REBOUND_NAMES_SHOWN = 8        # of what a student's cell rebound, named in the outcome (as the guard's message)
+KINDS = ("passed", "failed", "timeout", "not_run", "crash", "missing")  # Outcome.kind; autograde.explain has each
+REBOUND_NAMES_SHOWN = 8  # of what a student's cell rebound, named in the outcome (as the guard's message)
 # exception names the feedback may repeat (anything else is reported as "an exception")
-KNOWN_ERRORS = frozenset("""AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
+KNOWN_ERRORS = frozenset(
+    """AssertionError NotImplementedError NameError ValueError TypeError ZeroDivisionError
 KeyError IndexError AttributeError RecursionError MemoryError OverflowError RuntimeError ImportError
 ModuleNotFoundError KeyboardInterrupt SystemExit UnboundLocalError SyntaxError IndentationError
-StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError CellTimeoutError""".split())
+StopIteration FileNotFoundError PermissionError OSError GraderIntegrityError CellTimeoutError""".split()
+)
 
 
 @dataclass
@@ -24,17 +27,18 @@ class Outcome:
     kind: one of KINDS: passed | failed | timeout | not_run | crash | missing
     line: the test-cell line where it failed (1-based) if known; region: 'visible' or 'hidden'.
     """
+
     grade_id: str
     kind: str
     ename: str = ""
     line: int = 0
     region: str = ""
-    evalue: str = ""               # the kernel's message: student-influenced, never shown in feedback
-    note: str = ""                 # the grader's own explanation (timeouts, crashes)
-    rebound: str = ""              # what a student's cell rebound that a locked cell defines (the guard says)
-    rule: str = ""                 # the label of the hidden rule that failed (from the test's own source)
-    came_back: str = ""            # a judged test: what the student's function gave back (the grader's words)
-    by_test: bool = False          # the test's own code raised on what came back (the guard says; wording only)
+    evalue: str = ""  # the kernel's message: student-influenced, never shown in feedback
+    note: str = ""  # the grader's own explanation (timeouts, crashes)
+    rebound: str = ""  # what a student's cell rebound that a locked cell defines (the guard says)
+    rule: str = ""  # the label of the hidden rule that failed (from the test's own source)
+    came_back: str = ""  # a judged test: what the student's function gave back (the grader's words)
+    by_test: bool = False  # the test's own code raised on what came back (the guard says; wording only)
 
     @property
     def passed(self):
@@ -48,8 +52,8 @@ def _error_outputs(cell):
 def outcomes(executed_nb, assignment, record):
     """{grade_id: Outcome} for every test of `assignment` in an executed notebook.
 
-    `record` is the grader's RunRecord (autograde.records, written by autograde.executor.SandboxedExecute): which cells timed out,
-    were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
+    `record` is the grader's RunRecord (autograde.records, written by autograde.executor.SandboxedExecute): which
+    cells timed out, were not run, or were running when the kernel died.  It, not the notebook's outputs, is trusted
     for those facts.
     """
     cells = {nbgrader_meta(c).get("grade_id"): (i, c) for i, c in enumerate(executed_nb.cells) if is_test_cell(c)}
@@ -67,7 +71,9 @@ def outcomes(executed_nb, assignment, record):
     result = {}
     for test in assignment.tests:
         if test.grade_id not in cells:
-            result[test.grade_id] = Outcome(test.grade_id, "missing", note="the test cell was not in the graded notebook")
+            result[test.grade_id] = Outcome(
+                test.grade_id, "missing", note="the test cell was not in the graded notebook"
+            )
             continue
         index, cell = cells[test.grade_id]
         errors = _error_outputs(cell)
@@ -78,8 +84,12 @@ def outcomes(executed_nb, assignment, record):
             result[test.grade_id] = Outcome(test.grade_id, "crash", note=stop.get("message", ""))
             continue
         if index in timeouts or (stop and index == stop.get("cell") and stop.get("kind") == "timeout"):
-            result[test.grade_id] = Outcome(test.grade_id, "timeout", ename="KeyboardInterrupt",
-                                            note=f"the test did not finish within the time limit")
+            result[test.grade_id] = Outcome(
+                test.grade_id,
+                "timeout",
+                ename="KeyboardInterrupt",
+                note="the test did not finish within the time limit",
+            )
             continue
         if index in unsigned:
             result[test.grade_id] = Outcome(test.grade_id, "failed", ename="GraderIntegrityError", note=unsigned[index])
@@ -106,7 +116,7 @@ def outcomes(executed_nb, assignment, record):
         if region == "hidden" and not rebound:
             # the message is the kernel's (student-influenced): it is used only when it is one of the test's
             # own labels; else the label of the statement that failed, read from the test's source
-            said = evalue[len(RULE_PREFIX):].strip() if evalue.startswith(RULE_PREFIX) else ""
+            said = evalue[len(RULE_PREFIX) :].strip() if evalue.startswith(RULE_PREFIX) else ""
             rule = said if said in test.rules else test.rule_at(line)
         verdict, came_back = judged_at.get(index), ""
         if verdict is not None and region != "visible":
@@ -116,13 +126,24 @@ def outcomes(executed_nb, assignment, record):
         note = ""
         undefined = UNDEFINED.search(evalue) if ename == "NameError" else None
         if undefined and undefined.group(1) in skipped_set:
-            note = (f"{undefined.group(1)} is set in cell {skipped_set[undefined.group(1)]}, a cell that only measures "
-                    f"this machine and that grading does not run; define what your code needs in your own cells, "
-                    f"or take it as an argument")
-        result[test.grade_id] = Outcome(test.grade_id, "failed", ename=ename if ename in KNOWN_ERRORS else "Exception",
-                                        line=line, region=region, evalue=evalue[:500], note=note,
-                                        rebound=rebound, rule=rule, came_back=came_back,
-                                        by_test=by_test and not came_back)
+            note = (
+                f"{undefined.group(1)} is set in cell {skipped_set[undefined.group(1)]}, a cell that only measures "
+                f"this machine and that grading does not run; define what your code needs in your own cells, "
+                f"or take it as an argument"
+            )
+        result[test.grade_id] = Outcome(
+            test.grade_id,
+            "failed",
+            ename=ename if ename in KNOWN_ERRORS else "Exception",
+            line=line,
+            region=region,
+            evalue=evalue[:500],
+            note=note,
+            rebound=rebound,
+            rule=rule,
+            came_back=came_back,
+            by_test=by_test and not came_back,
+        )
     return result
 
 
@@ -141,8 +162,11 @@ def audit_verdict(record):
         key = (e.get("what", ""), e.get("cell"))
         if key not in seen:
             seen[key] = e
-    parts = [f"{what} (cell {cell}{', refused' if e.get('refused') else ''}"
-             f"{', while a test ran' if e.get('during_test') else ''})" for (what, cell), e in seen.items()]
+    parts = [
+        f"{what} (cell {cell}{', refused' if e.get('refused') else ''}"
+        f"{', while a test ran' if e.get('during_test') else ''})"
+        for (what, cell), e in seen.items()
+    ]
     verdict = "tampered" if any(e.get("severity") == "tamper" for e in events) else "flagged"
     more = f" and {len(parts) - 4} more" if len(parts) > 4 else ""
     return verdict, "; ".join(parts[:4]) + more

@@ -7,28 +7,30 @@
 
 Everything a caller needs comes back in one `Graded` record; nothing is kept in module state.
 """
+
 from dataclasses import dataclass, field
 
 import nbformat
 
-from autograde.repair import normalize
 from autograde.outcomes import outcomes
 from autograde.records import RunRecord
+from autograde.repair import normalize
 from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
-REASON_CHARS = 300            # a grader failure is reported in one line of at most this length
+REASON_CHARS = 300  # a grader failure is reported in one line of at most this length
 
 
 @dataclass
 class Graded:
     """What grading one submission gave."""
+
     student: str
-    ok: bool                                        # nbgrader wrote an autograded notebook
-    record: RunRecord = field(default_factory=RunRecord)   # the kernel's run record (events, stop, seconds ...)
-    results: dict = field(default_factory=dict)     # {grade_id: autograde.outcomes.Outcome}
-    scores: dict = field(default_factory=dict)      # {grade_id: (score, auto_score, max_score)}
-    reason: str = ""                                # why it could not be graded (ok is False)
-    own_files: list = field(default_factory=list)   # files the student submitted besides the notebook
+    ok: bool  # nbgrader wrote an autograded notebook
+    record: RunRecord = field(default_factory=RunRecord)  # the kernel's run record (events, stop, seconds ...)
+    results: dict = field(default_factory=dict)  # {grade_id: autograde.outcomes.Outcome}
+    scores: dict = field(default_factory=dict)  # {grade_id: (score, auto_score, max_score)}
+    reason: str = ""  # why it could not be graded (ok is False)
+    own_files: list = field(default_factory=list)  # files the student submitted besides the notebook
 
     @property
     def points(self):
@@ -47,22 +49,32 @@ class Graded:
         limit. '' when there is no such failure."""
         for e in self.record.locked_errors:
             if self._course_to_blame(e):
-                return (f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
-                        f"of the student's code ran: the grading environment is broken, not the submission")
+                return (
+                    f"the course's locked cell {e['grade_id']!r} raised {e['ename']}: {e['evalue']} before any "
+                    f"of the student's code ran: the grading environment is broken, not the submission"
+                )
         if self.record.course_timeouts:
             first = self.record.course_timeouts[0]
-            return (f"the course's own cell {first['cell']} (as released, not changed by the student) ran past the "
-                    f"{first['seconds']} s cell limit and was stopped: what the course runs did not finish, so the "
-                    f"submission waits for an instructor instead of being scored")
+            return (
+                f"the course's own cell {first['cell']} (as released, not changed by the student) ran past the "
+                f"{first['seconds']} s cell limit and was stopped: what the course runs did not finish, so the "
+                f"submission waits for an instructor instead of being scored"
+            )
         return ""
 
     @property
     def locked_notes(self):
         """One note per locked cell that raised after the student's code (or with the student's files)."""
-        return [f"the given cell {e['grade_id']!r} raised {e['ename']} "
-                + ("after the student's code had run" if e["after_student_code"] else
-                   "with the student's own files beside the notebook (" + ", ".join(self.own_files[:3]) + ")")
-                for e in self.record.locked_errors if not self._course_to_blame(e)]
+        return [
+            f"the given cell {e['grade_id']!r} raised {e['ename']} "
+            + (
+                "after the student's code had run"
+                if e["after_student_code"]
+                else "with the student's own files beside the notebook (" + ", ".join(self.own_files[:3]) + ")"
+            )
+            for e in self.record.locked_errors
+            if not self._course_to_blame(e)
+        ]
 
 
 def submit(course, assignment, student, nb, released):
@@ -90,7 +102,7 @@ def failure_reason(log, record):
         if event["kind"] == "error":
             return event["message"][:REASON_CHARS]
     errors = [line for line in log.splitlines() if line.startswith("[ERROR]")]
-    return (errors[0][len("[ERROR] "):] if errors else "nbgrader failed")[:REASON_CHARS]
+    return (errors[0][len("[ERROR] ") :] if errors else "nbgrader failed")[:REASON_CHARS]
 
 
 def grade(course, assignment, student, released):
@@ -101,8 +113,11 @@ def grade(course, assignment, student, released):
     folder = course.path("submitted", student, assignment.name)
     # files that could shadow what the course imports: not the notebook, nbgrader's timestamp, or the
     # measurements a speed notebook saves beside itself (JSON, never imported)
-    own = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                 if p.is_file() and p.name not in (f"{assignment.notebook}.ipynb", "timestamp.txt", INSIGHTS_FILE))
+    own = sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and p.name not in (f"{assignment.notebook}.ipynb", "timestamp.txt", INSIGHTS_FILE)
+    )
     course.know_course_cells(released)
     ok, log = course.autograde(assignment.name, student)
     record = course.run_record(assignment.name, student, assignment.notebook)
@@ -110,5 +125,6 @@ def grade(course, assignment, student, released):
     if not ok or not graded.exists():
         return Graded(student, False, record=record, reason=failure_reason(log, record), own_files=own)
     results = outcomes(nbformat.read(str(graded), as_version=4), assignment, record)
-    return Graded(student, True, record=record, results=results, scores=scores(course, assignment, student),
-                  own_files=own)
+    return Graded(
+        student, True, record=record, results=results, scores=scores(course, assignment, student), own_files=own
+    )

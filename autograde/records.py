@@ -1,5 +1,6 @@
 """Run records: what the sandboxed executor saw while it ran one notebook, one JSON file per student,
 assignment and notebook under a course's runs/ folder; the outcomes, the feedback and the graders read them."""
+
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -14,17 +15,18 @@ class RunRecord:
     writes it; autograde.grade_class adds `review`).  The grader's own observations, trusted where the
     notebook's outputs are not: which cells timed out, crashed or were not run.  Every field has a default,
     so an empty record (no run, or an unreadable file) is RunRecord()."""
+
     student: str = ""
     assignment: str = ""
     notebook: str = ""
-    events: list = field(default_factory=list)   # {kind: error|timeout|crash|output|tampered, cell, message}
-    stop: dict | None = None                      # the event that stopped the run ({kind, cell, message}), or None
-    sandbox: bool = False                         # the kernel ran in bubblewrap
-    cgroups: list = field(default_factory=list)   # cgroup controllers that bounded the sandbox
-    output_bytes: int = 0                         # output kept, all cells
-    exit_code: int | None = None                  # of a kernel that died, when it could be read
-    seconds: float = 0.0                          # wall time of the run, kernel start-up included
-    threads: int = 0                              # torch / OpenMP / MKL threads the kernel was held to
+    events: list = field(default_factory=list)  # {kind: error|timeout|crash|output|tampered, cell, message}
+    stop: dict | None = None  # the event that stopped the run ({kind, cell, message}), or None
+    sandbox: bool = False  # the kernel ran in bubblewrap
+    cgroups: list = field(default_factory=list)  # cgroup controllers that bounded the sandbox
+    output_bytes: int = 0  # output kept, all cells
+    exit_code: int | None = None  # of a kernel that died, when it could be read
+    seconds: float = 0.0  # wall time of the run, kernel start-up included
+    threads: int = 0  # torch / OpenMP / MKL threads the kernel was held to
     # locked cells (setup, given answers) that raised: {cell, grade_id, ename, evalue, after_student_code}
     locked_errors: list = field(default_factory=list)
     # the guard's audit records: {severity: tamper|flag, what, cell, while_cell, during_test, refused}
@@ -32,7 +34,7 @@ class RunRecord:
     # test cells the guard failed because code outside the locked cells had rebound or changed what those cells
     # define: {cell, names}, from the guard's structured field (autograde.guard_kernel.Failure.rebound)
     rebound: list = field(default_factory=list)
-    review: str = ""                              # why the submission waits for an instructor's review
+    review: str = ""  # why the submission waits for an instructor's review
     # cells of the course's own code (as released, not a test, not changed by the student) that ran past their
     # time limit: {cell, seconds}. The course's failure, never the student's points (autograde.pipeline)
     course_timeouts: list = field(default_factory=list)

@@ -1,4 +1,5 @@
 """Regenerate learner notebooks in notebooks/ from solutions/ with nbgrader generate_assignment."""
+
 import os
 import shutil
 import subprocess
@@ -11,7 +12,8 @@ from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
 
 __all__ = ["release", "publish", "copy_notebook_folder", "tool_env", "RELEASE_IGNORE"]
 
-# nbgrader's own defaults, and the measurements file a notebook writes beside itself (specdec/measure/my_measurements.py)
+# nbgrader's own defaults, and the measurements file a notebook writes beside itself
+# (specdec/measure/my_measurements.py)
 RELEASE_IGNORE = (".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", INSIGHTS_FILE)
 
 
@@ -36,20 +38,25 @@ def release(names=None, release_dir=None, db_url=None, given=True, force=False, 
     if unknown:
         raise ValueError(f"unknown assignment(s) {unknown}; known: {assignments()}")
     from autograde.deadlines import describe_early, early_releases, load_policy, write_duedates
-    policy = load_policy(known=assignments())          # bad input stops the release before it writes anything
+
+    policy = load_policy(known=assignments())  # bad input stops the release before it writes anything
     early = early_releases(names, policy, now=now)
     if early and not force:
-        raise EarlyReleaseError(f"not released: {describe_early(early, policy)}. Learners would get those answers "
-                                f"before the deadline; release it after that, or pass --force to release it anyway")
+        raise EarlyReleaseError(
+            f"not released: {describe_early(early, policy)}. Learners would get those answers "
+            f"before the deadline; release it after that, or pass --force to release it anyway"
+        )
     out_of_step = judges_out_of_step(names)
     if out_of_step:
-        raise ValueError("the test cells and their judges (autograde/judges) are out of step: " + "; ".join(out_of_step))
+        raise ValueError(
+            "the test cells and their judges (autograde/judges) are out of step: " + "; ".join(out_of_step)
+        )
     for name, origin, closes in early:
         print(f"warning: releasing {name} while {origin} is open until {closes:%Y-%m-%d %H:%M} UTC (--force)")
     if given:
         for name, cell in write_given(names):
             print(f"wrote the given cell {cell} of solutions/{name} from its sources")
-    if db_url is None:      # the course's gradebook lives in autograde/work/, absent on a fresh clone
+    if db_url is None:  # the course's gradebook lives in autograde/work/, absent on a fresh clone
         WORK.mkdir(parents=True, exist_ok=True)
     for name in names:
         cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force", "--log-level=WARN"]
@@ -74,10 +81,15 @@ def judges_out_of_step(names):
     """Where a notebook's judged test cells and its judge module (autograde/judges) disagree, "name: problem" each:
     the release refuses them, so a test cell never ships naming a judge that does not decide it."""
     import nbformat
+
     from autograde.assignment import source_notebook
     from autograde.judges import out_of_step
-    return [f"{name}: {problem}" for name in names
-            for problem in out_of_step(name, nbformat.read(str(source_notebook(name)), as_version=4).cells)]
+
+    return [
+        f"{name}: {problem}"
+        for name in names
+        for problem in out_of_step(name, nbformat.read(str(source_notebook(name)), as_version=4).cells)
+    ]
 
 
 def copy_notebook_folder(src_dir, dest_dir):

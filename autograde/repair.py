@@ -1,4 +1,5 @@
 """The repairs a submitted notebook gets before nbgrader sees it."""
+
 from autograde.assignment import is_locked_cell, is_test_cell, nbgrader_meta
 
 
@@ -7,9 +8,10 @@ def normalize(nb, released):
 
     nbgrader 0.9.6 crashes on some damaged metadata (a duplicated test cell; a test cell whose solution
     cell lost its metadata) instead of grading.  Here, before nbgrader sees the notebook: a renamed
-    cell's old id (listed in the release's `former_ids`) becomes its new one; metadata with an unknown or missing grade id is removed; of duplicated grade ids the last cell keeps them (as
-    nbgrader's DeduplicateIds does); and every test cell and locked cell (setup, given answers) the submission lacks is put back from the
-    released notebook, after the nearest cell that precedes it in the release (else a locked cell at the
+    cell's old id (listed in the release's `former_ids`) becomes its new one; metadata with an unknown or missing
+    grade id is removed; of duplicated grade ids the last cell keeps them (as nbgrader's DeduplicateIds does); and
+    every test cell and locked cell (setup, given answers) the submission lacks is put back from the released
+    notebook, after the nearest cell that precedes it in the release (else a locked cell at the
     top, a test cell at the end).
     nbgrader then overwrites every test cell's source, type and points from the gradebook.
     """
@@ -70,4 +72,3 @@ def normalize(nb, released):
         ids.add(cell["id"])
     nb.nbformat, nb.nbformat_minor = 4, max(5, nb.get("nbformat_minor", 5))
     return notes
-

@@ -18,6 +18,7 @@ resource limits to itself (they are inherited) and execs ``bwrap``, which starts
   where the host lets us create a child cgroup, a cgroup limit on total memory and on the number of
   processes of the whole sandbox.
 """
+
 import json
 import os
 import shutil
@@ -28,13 +29,28 @@ from pathlib import Path
 
 KERNEL_SCRIPT = Path(__file__).resolve().parent / "guard_kernel.py"
 KERNEL_IN_SANDBOX = "/opt/autograde/guard_kernel.py"
-ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "fonts", "localtime", "mime.types", "ssl/certs",
-             "nsswitch.conf", "passwd", "group", "hosts")
+ETC_FILES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "fonts",
+    "localtime",
+    "mime.types",
+    "ssl/certs",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+    "hosts",
+)
 try:
     import resource
-    RLIMITS = {"memory_bytes": resource.RLIMIT_AS, "cpu_seconds": resource.RLIMIT_CPU,
-               "file_bytes": resource.RLIMIT_FSIZE}
-except ImportError:          # Windows: `check` still runs, without limits
+
+    RLIMITS = {
+        "memory_bytes": resource.RLIMIT_AS,
+        "cpu_seconds": resource.RLIMIT_CPU,
+        "file_bytes": resource.RLIMIT_FSIZE,
+    }
+except ImportError:  # Windows: `check` still runs, without limits
     resource, RLIMITS = None, {}
 
 
@@ -44,8 +60,26 @@ def bwrap_status():
     path = shutil.which("bwrap")
     if path is None:
         return False, "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
-    probe = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--unshare-user",
-             "--uid", "65534", "--gid", "65534", "--die-with-parent", "--cap-drop", "ALL", "true"]
+    probe = [
+        path,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--die-with-parent",
+        "--cap-drop",
+        "ALL",
+        "true",
+    ]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -58,8 +92,13 @@ def bwrap_status():
 def _python_roots():
     """Folders the kernel's Python needs, read-only: the venv and the interpreter it was made from."""
     roots = set()
-    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              os.path.dirname(os.path.realpath(sys.executable))):
+    for p in (
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ):
         p = os.path.realpath(p)
         if p.endswith("/bin"):
             p = os.path.dirname(p)
@@ -80,9 +119,22 @@ def bwrap_argv(*, cwd, scratch, ipc_dir, shared, env, tmp_bytes, extra_ro=()):
     ok, bwrap = bwrap_status()
     if not ok:
         raise RuntimeError(bwrap)
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--clearenv"]
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        "65534",
+        "--gid",
+        "65534",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+    ]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, str(value)]
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -101,16 +153,27 @@ def bwrap_argv(*, cwd, scratch, ipc_dir, shared, env, tmp_bytes, extra_ro=()):
         argv += ["--ro-bind", root, root]
     for path in list(shared) + list(extra_ro):
         argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--ro-bind", str(KERNEL_SCRIPT), KERNEL_IN_SANDBOX,
-             "--bind", str(ipc_dir), str(ipc_dir),
-             "--bind", str(scratch), str(cwd), "--chdir", str(cwd)]
+    argv += [
+        "--ro-bind",
+        str(KERNEL_SCRIPT),
+        KERNEL_IN_SANDBOX,
+        "--bind",
+        str(ipc_dir),
+        str(ipc_dir),
+        "--bind",
+        str(scratch),
+        str(cwd),
+        "--chdir",
+        str(cwd),
+    ]
     return argv
 
 
 def write_spec(path, *, argv, limits, cgroups=(), sandboxed=True):
     """Store what the launcher needs; `argv` ends with the kernel command, '{connection_file}' in it."""
-    Path(path).write_text(json.dumps({"argv": list(argv), "limits": dict(limits), "cgroups": list(cgroups),
-                                      "sandboxed": sandboxed}))
+    Path(path).write_text(
+        json.dumps({"argv": list(argv), "limits": dict(limits), "cgroups": list(cgroups), "sandboxed": sandboxed})
+    )
 
 
 def launch(spec_path, connection_file, extra=()):
@@ -121,7 +184,7 @@ def launch(spec_path, connection_file, extra=()):
             try:
                 resource.setrlimit(RLIMITS[name], (int(value), int(value)))
             except (ValueError, OSError):
-                if spec.get("sandboxed"):     # in the sandbox the limits are not optional
+                if spec.get("sandboxed"):  # in the sandbox the limits are not optional
                     raise
     for procs in spec.get("cgroups", []):
         try:
@@ -159,8 +222,10 @@ class CgroupLimits:
 
     def __init__(self, name, memory_bytes, max_pids):
         self.dirs, self.procs = [], []
-        for controller, knob, value in (("memory", "memory.limit_in_bytes", memory_bytes),
-                                        ("pids", "pids.max", max_pids)):
+        for controller, knob, value in (
+            ("memory", "memory.limit_in_bytes", memory_bytes),
+            ("pids", "pids.max", max_pids),
+        ):
             base = _own_cgroup_dir(controller)
             if base is None or not value:
                 continue
@@ -198,6 +263,7 @@ class CgroupLimits:
     def remove(self):
         import signal
         import time
+
         for d in self.dirs:
             for _ in range(50):
                 try:

@@ -9,32 +9,127 @@ grading tool gives the submission 0 with status "flagged" for an instructor to r
 The scan reads every code cell the student could edit (not the graded test cells, which nbgrader
 replaces anyway) and ignores anything already present in the released notebook.
 """
+
 import ast
 import re
 
 # modules whose import alone is a finding
-MODULES = {"builtins", "ctypes", "gc", "inspect", "importlib", "traceback", "types", "marshal", "pickle",
-           "dill", "cloudpickle", "threading", "_thread", "code", "codeop", "IPython", "ipykernel",
-           "jupyter_client", "zmq", "nbgrader", "nbformat", "nbclient", "autograde", "sqlite3", "sqlalchemy",
-           "faulthandler", "atexit", "signal", "__main__", "asyncio"}
+MODULES = {
+    "builtins",
+    "ctypes",
+    "gc",
+    "inspect",
+    "importlib",
+    "traceback",
+    "types",
+    "marshal",
+    "pickle",
+    "dill",
+    "cloudpickle",
+    "threading",
+    "_thread",
+    "code",
+    "codeop",
+    "IPython",
+    "ipykernel",
+    "jupyter_client",
+    "zmq",
+    "nbgrader",
+    "nbformat",
+    "nbclient",
+    "autograde",
+    "sqlite3",
+    "sqlalchemy",
+    "faulthandler",
+    "atexit",
+    "signal",
+    "__main__",
+    "asyncio",
+}
 # names whose use is a finding
-NAMES = {"get_ipython", "__builtins__", "__import__", "eval", "exec", "compile", "globals", "locals", "vars",
-         "breakpoint", "__build_class__", "attrgetter", "methodcaller"}
+NAMES = {
+    "get_ipython",
+    "__builtins__",
+    "__import__",
+    "eval",
+    "exec",
+    "compile",
+    "globals",
+    "locals",
+    "vars",
+    "breakpoint",
+    "__build_class__",
+    "attrgetter",
+    "methodcaller",
+}
 # attribute names whose use is a finding
-ATTRIBUTES = {"_getframe", "f_back", "f_globals", "f_locals", "f_code", "f_trace", "f_builtins", "tb_frame",
-              "tb_next", "gi_frame", "cr_frame", "ag_frame", "__globals__", "__code__", "__closure__",
-              "__builtins__", "__subclasses__", "__bases__", "__mro__", "__dict__", "co_consts", "co_code",
-              "settrace", "setprofile", "_current_frames", "set_custom_exc", "showtraceback",
-              "_showtraceback", "user_ns", "shell_handlers", "iopub_socket", "__getattribute__",
-              "__reduce__", "__reduce_ex__", "__init_subclass__", "__traceback__", "last_traceback",
-              "addaudithook", "attrgetter", "methodcaller", "cell_contents", "__defaults__", "__kwdefaults__",
-              "cr_frame", "get_parent", "_parent_header"}
+ATTRIBUTES = {
+    "_getframe",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "f_code",
+    "f_trace",
+    "f_builtins",
+    "tb_frame",
+    "tb_next",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "__globals__",
+    "__code__",
+    "__closure__",
+    "__builtins__",
+    "__subclasses__",
+    "__bases__",
+    "__mro__",
+    "__dict__",
+    "co_consts",
+    "co_code",
+    "settrace",
+    "setprofile",
+    "_current_frames",
+    "set_custom_exc",
+    "showtraceback",
+    "_showtraceback",
+    "user_ns",
+    "shell_handlers",
+    "iopub_socket",
+    "__getattribute__",
+    "__reduce__",
+    "__reduce_ex__",
+    "__init_subclass__",
+    "__traceback__",
+    "last_traceback",
+    "addaudithook",
+    "attrgetter",
+    "methodcaller",
+    "cell_contents",
+    "__defaults__",
+    "__kwdefaults__",
+    "cr_frame",
+    "get_parent",
+    "_parent_header",
+}
 # attributes flagged only on the sys module (torch's Module.modules() is fine)
-SYS_ATTRIBUTES = {"modules", "exc_info", "exception", "audit", "meta_path", "path_hooks", "excepthook",
-                  "displayhook", "stdout", "stderr"}
+SYS_ATTRIBUTES = {
+    "modules",
+    "exc_info",
+    "exception",
+    "audit",
+    "meta_path",
+    "path_hooks",
+    "excepthook",
+    "displayhook",
+    "stdout",
+    "stderr",
+}
 DYNAMIC_ATTR_FUNCS = {"getattr", "setattr", "delattr", "hasattr"}
-MAGIC = re.compile(r"^\s*(%{1,2}\s*(config|load_ext|run|alias_magic|load|env|capture|writefile|script|sx|system"
-                   r"|bash|sh)\b|!)", re.MULTILINE)
+MAGIC = re.compile(
+    r"^\s*(%{1,2}\s*(config|load_ext|run|alias_magic|load|env|capture|writefile|script|sx|system"
+    r"|bash|sh)\b|!)",
+    re.MULTILINE,
+)
 BUILTIN_SHADOW_OK = {"_", "__"}
 
 
@@ -97,22 +192,27 @@ def findings_in(source, modules=frozenset()):
             if node.id in NAMES:
                 found.add(node.id)
             elif node.id in DYNAMIC_ATTR_FUNCS and id(node) not in called and node.id != "hasattr":
-                found.add(f"{node.id} passed on as a value")      # `g = getattr`, `map(setattr, ...)`
+                found.add(f"{node.id} passed on as a value")  # `g = getattr`, `map(setattr, ...)`
             elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.id in builtin_names:
                 found.add(f"redefines builtin {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in ATTRIBUTES:
             found.add(f".{node.attr}")
-        elif isinstance(node, ast.Attribute) and node.attr in SYS_ATTRIBUTES and \
-                isinstance(node.value, ast.Name) and node.value.id == "sys":
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in SYS_ATTRIBUTES
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             found.add(f"sys.{node.attr}")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in builtin_names:
             found.add(f"redefines builtin {node.name}")
         elif isinstance(node, (ast.Assign, ast.Delete)) and (
-                isinstance(node, ast.Delete) or not isinstance(node.value, (ast.Constant, ast.Tuple, ast.List,
-                                                                           ast.Dict, ast.UnaryOp))):
+            isinstance(node, ast.Delete)
+            or not isinstance(node.value, (ast.Constant, ast.Tuple, ast.List, ast.Dict, ast.UnaryOp))
+        ):
             # `math.isclose = lambda ...`, `np.allclose = mine`, `del torch.equal` (not `cudnn.benchmark = True`)
             for target in node.targets:
-                for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
                     if isinstance(t, ast.Attribute):
                         dotted, root = _dotted(t)
                         if root in modules:
@@ -122,8 +222,11 @@ def findings_in(source, modules=frozenset()):
                 found.add(f"{node.func.id} on {_dotted(node.args[0])[0]}")
             if len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant):
                 found.add(f"{node.func.id} with a computed name")
-            elif len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and \
-                    str(node.args[1].value) in ATTRIBUTES | NAMES:
+            elif (
+                len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and str(node.args[1].value) in ATTRIBUTES | NAMES
+            ):
                 found.add(f"{node.func.id} {node.args[1].value}")
     return sorted(found)
 

@@ -18,6 +18,7 @@ reminder stops. The workspace also gets its own nbgrader_config.py (JupyterLab's
 their settings from the folder they serve): it loads the course's notebooks/nbgrader_config.py and
 makes the workspace the folder the Assignment List opens and submits from.
 """
+
 import hashlib
 import json
 import os
@@ -27,14 +28,22 @@ from pathlib import Path
 
 from autograde import NOTEBOOKS, REPO, assignments, write_atomic
 
-WORKSPACE = REPO / "my-work"            # git-ignored; SPECDEC_WORKSPACE overrides it
+WORKSPACE = REPO / "my-work"  # git-ignored; SPECDEC_WORKSPACE overrides it
 MANIFEST = ".course-release.json"
 UPDATES = "course-updates"
 CONFIG = "nbgrader_config.py"
 SKIP = {".ipynb_checkpoints", "__pycache__"}
 
-__all__ = ["WORKSPACE", "MANIFEST", "UPDATES", "Sync", "default_workspace", "set_up", "resolve_notebook",
-           "changed_in_course_folder"]
+__all__ = [
+    "WORKSPACE",
+    "MANIFEST",
+    "UPDATES",
+    "Sync",
+    "default_workspace",
+    "set_up",
+    "resolve_notebook",
+    "changed_in_course_folder",
+]
 
 
 def default_workspace():
@@ -49,8 +58,9 @@ def _course_files(course):
     """{assignment: [file names]} of the course's released folders (a folder holding a notebook)."""
     found = {}
     for folder in sorted(p for p in Path(course).iterdir() if p.is_dir() and p.name not in SKIP):
-        files = sorted(f.name for f in folder.iterdir()
-                       if f.is_file() and not f.name.startswith(".") and f.name not in SKIP)
+        files = sorted(
+            f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".") and f.name not in SKIP
+        )
         if any(f.endswith(".ipynb") for f in files):
             found[folder.name] = files
     return found
@@ -74,21 +84,24 @@ def config_text(workspace, template=None):
     """The workspace's nbgrader_config.py: the course's learner settings, with the workspace as the
     folder the Assignment List opens, fetches into and submits from."""
     template = Path(template or NOTEBOOKS / CONFIG).resolve()
-    return (f'"""nbgrader settings for JupyterLab serving this folder, written by `python -m autograde workspace`\n'
-            f'(make lab) on every run: edits here are replaced. The settings themselves: {template}."""\n'
-            f"c = get_config()  # noqa: F821 (provided by nbgrader)\n"
-            f"load_subconfig({str(template)!r})  # noqa: F821 (provided by traitlets)\n"
-            f"c.Exchange.assignment_dir = {str(Path(workspace).resolve())!r}\n")
+    return (
+        f'"""nbgrader settings for JupyterLab serving this folder, written by `python -m autograde workspace`\n'
+        f'(make lab) on every run: edits here are replaced. The settings themselves: {template}."""\n'
+        f"c = get_config()  # noqa: F821 (provided by nbgrader)\n"
+        f"load_subconfig({str(template)!r})  # noqa: F821 (provided by traitlets)\n"
+        f"c.Exchange.assignment_dir = {str(Path(workspace).resolve())!r}\n"
+    )
 
 
 @dataclass
 class Sync:
     """What one set-up run did; `messages` holds one line per event, for the learner."""
+
     workspace: Path
-    added: list = field(default_factory=list)       # "NAME/file": new in the course, or first set-up
-    restored: list = field(default_factory=list)    # "NAME/file": the learner's copy was missing
-    updates: list = field(default_factory=list)     # "NAME/file": a newer course version waits in UPDATES/
-    corrupt: list = field(default_factory=list)     # "NAME/file": not readable JSON, left untouched
+    added: list = field(default_factory=list)  # "NAME/file": new in the course, or first set-up
+    restored: list = field(default_factory=list)  # "NAME/file": the learner's copy was missing
+    updates: list = field(default_factory=list)  # "NAME/file": a newer course version waits in UPDATES/
+    corrupt: list = field(default_factory=list)  # "NAME/file": not readable JSON, left untouched
     messages: list = field(default_factory=list)
 
 
@@ -102,8 +115,10 @@ def _read_manifest(path, sync):
             raise ValueError("'assignments' is not an object")
         return recorded
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        sync.messages.append(f"{path} is unreadable ({type(exc).__name__}: {exc}): rebuilt it; your notebooks "
-                             f"are untouched, and any that differ from the course are offered in {UPDATES}/")
+        sync.messages.append(
+            f"{path} is unreadable ({type(exc).__name__}: {exc}): rebuilt it; your notebooks "
+            f"are untouched, and any that differ from the course are offered in {UPDATES}/"
+        )
         return {}
 
 
@@ -115,8 +130,10 @@ def set_up(course=NOTEBOOKS, workspace=None, config_template=None):
     """
     course = Path(course)
     if not course.is_dir():
-        raise FileNotFoundError(f"the course's released notebooks {course} are missing: restore them with "
-                                f"`git checkout -- {course.name}/` (instructors: `make release`)")
+        raise FileNotFoundError(
+            f"the course's released notebooks {course} are missing: restore them with "
+            f"`git checkout -- {course.name}/` (instructors: `make release`)"
+        )
     ws = Path(workspace or default_workspace())
     sync = Sync(ws)
     first = not (ws / MANIFEST).exists()
@@ -138,8 +155,9 @@ def set_up(course=NOTEBOOKS, workspace=None, config_template=None):
                 entries[fname] = {"sha256": release}
                 if entry:
                     sync.restored.append(rel)
-                    sync.messages.append(f"restored {shown}/{rel}: a fresh copy of the course's version "
-                                         f"(yours was not there)")
+                    sync.messages.append(
+                        f"restored {shown}/{rel}: a fresh copy of the course's version (yours was not there)"
+                    )
                 else:
                     sync.added.append(rel)
                     if not first:
@@ -149,37 +167,51 @@ def set_up(course=NOTEBOOKS, workspace=None, config_template=None):
                 why = _unreadable(mine)
                 if why:
                     sync.corrupt.append(rel)
-                    sync.messages.append(f"{shown}/{rel} is not a readable notebook ({why}): left untouched; "
-                                         f"repair it, or move it out of {shown}/ and run `make lab` again for a "
-                                         f"fresh copy")
+                    sync.messages.append(
+                        f"{shown}/{rel} is not a readable notebook ({why}): left untouched; "
+                        f"repair it, or move it out of {shown}/ and run `make lab` again for a "
+                        f"fresh copy"
+                    )
             old, offered = entry.get("sha256"), entry.get("offered")
             if old == release:
-                continue                                   # the course has not changed this file
-            if (mine.is_file() and rel not in sync.corrupt and _sha256(mine) == release) or \
-                    (offered == release and not offered_at.exists()):
+                continue  # the course has not changed this file
+            if (mine.is_file() and rel not in sync.corrupt and _sha256(mine) == release) or (
+                offered == release and not offered_at.exists()
+            ):
                 # the learner's copy is the course's version, or they deleted the offered update
                 entries[fname] = {"sha256": release}
                 continue
             sync.updates.append(rel)
             if offered == release:
-                sync.messages.append(f"{shown}/{rel}: the course's newer version still waits in "
-                                     f"{shown}/{UPDATES}/{rel}; delete that file once you have taken what you need")
+                sync.messages.append(
+                    f"{shown}/{rel}: the course's newer version still waits in "
+                    f"{shown}/{UPDATES}/{rel}; delete that file once you have taken what you need"
+                )
                 continue
             _copy(src, offered_at)
             entries[fname] = {"sha256": old, "offered": release}
-            why = ("changed in the course since your copy was made" if old else
-                   "differs from the course's version, and no record says which version it came from")
-            sync.messages.append(f"{shown}/{rel} {why}: the course's version is in {shown}/{UPDATES}/{rel}; "
-                                 f"your copy is untouched")
+            why = (
+                "changed in the course since your copy was made"
+                if old
+                else "differs from the course's version, and no record says which version it came from"
+            )
+            sync.messages.append(
+                f"{shown}/{rel} {why}: the course's version is in {shown}/{UPDATES}/{rel}; your copy is untouched"
+            )
 
     if first and sync.added:
         count = sum(rel.endswith(".ipynb") for rel in sync.added)
-        sync.messages.insert(0, f"set up your workspace {ws} with the course's {count} notebooks: your work "
-                                f"lives here, and course updates never overwrite it")
-    manifest = {"note": "written by `python -m autograde workspace`: for each of your files, the sha256 of the "
-                        "course's version it was copied from, and of a newer one offered in "
-                        f"{UPDATES}/. Delete this file only to have every differing notebook offered again.",
-                "assignments": recorded}
+        sync.messages.insert(
+            0,
+            f"set up your workspace {ws} with the course's {count} notebooks: your work "
+            f"lives here, and course updates never overwrite it",
+        )
+    manifest = {
+        "note": "written by `python -m autograde workspace`: for each of your files, the sha256 of the "
+        "course's version it was copied from, and of a newer one offered in "
+        f"{UPDATES}/. Delete this file only to have every differing notebook offered again.",
+        "assignments": recorded,
+    }
     write_atomic(ws / MANIFEST, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     config = config_text(ws, config_template)
     if not (ws / CONFIG).exists() or (ws / CONFIG).read_text() != config:
@@ -198,18 +230,24 @@ def resolve_notebook(arg, workspace=None):
     key = text.strip()
     matches = [n for n in names if key == n or (key.isdigit() and n.split("_")[0] == key.zfill(2))]
     if not matches:
-        raise LookupError(f"{text!r} is neither a notebook file nor an assignment of this course; give the path "
-                          f"of a .ipynb, or an assignment number or name: {', '.join(names)}")
+        raise LookupError(
+            f"{text!r} is neither a notebook file nor an assignment of this course; give the path "
+            f"of a .ipynb, or an assignment number or name: {', '.join(names)}"
+        )
     name = matches[0]
     ws = Path(workspace or default_workspace())
     mine = ws / name / f"{name}.ipynb"
     if not ws.is_dir():
-        raise LookupError(f"there is no workspace {ws}, where your copy of {name} would be: `make lab` (or "
-                          f"`python -m autograde workspace`) creates it")
+        raise LookupError(
+            f"there is no workspace {ws}, where your copy of {name} would be: `make lab` (or "
+            f"`python -m autograde workspace`) creates it"
+        )
     if not mine.is_file():
-        raise LookupError(f"your copy of {name} is not in the workspace: {mine} does not exist; `make lab` (or "
-                          f"`python -m autograde workspace`) puts a fresh copy there, or give the path of your "
-                          f"notebook")
+        raise LookupError(
+            f"your copy of {name} is not in the workspace: {mine} does not exist; `make lab` (or "
+            f"`python -m autograde workspace`) puts a fresh copy there, or give the path of your "
+            f"notebook"
+        )
     return mine
 
 
@@ -218,8 +256,13 @@ def changed_in_course_folder(course=NOTEBOOKS):
     the repository root: work done there under an earlier version of the course, which blocks `git pull`
     and fails the sync test. [] where git cannot tell (no git, not a checkout)."""
     try:
-        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "."], cwd=course,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", "."],
+            cwd=course,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     if done.returncode != 0:

@@ -5,10 +5,11 @@
 
 See docs/classroom.md for the instructor's runbook.
 """
+
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-COURSE_ID = "speculative-decoding"          # nbgrader_config.py says the same
+COURSE_ID = "speculative-decoding"  # nbgrader_config.py says the same
 # the classroom's Python environment, readable and runnable by every user (the repo's .venv is not:
 # its interpreter lives under /root/.pyenv): a copy of that interpreter and the .venv's packages
 PREFIX = Path("/opt/specdec-classroom")

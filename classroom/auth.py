@@ -12,6 +12,7 @@ Both refuse a user name for `lockout_seconds` after `failed_logins_allowed` wron
 (LoginLockout): the hub answers 429 and says for how long. Attempts still in flight count as failures, so
 parallel guesses cannot overrun the limit. The count lives in the hub's memory: a hub restart clears it.
 """
+
 import time
 
 from jupyterhub.auth import Authenticator, PAMAuthenticator
@@ -36,8 +37,9 @@ class LoginLockout(Authenticator):
     LockoutSharedPasswordAuthenticator): after `failed_logins_allowed` failed logins of one user name in a
     row, every login of that name is refused for `lockout_seconds`, the right password too."""
 
-    failed_logins_allowed = Integer(FAILED_LOGINS_ALLOWED, config=True,
-                                    help="failed logins in a row before a user name is locked")
+    failed_logins_allowed = Integer(
+        FAILED_LOGINS_ALLOWED, config=True, help="failed logins in a row before a user name is locked"
+    )
     lockout_seconds = Integer(LOCKOUT_SECONDS, config=True, help="how long a locked user name stays locked")
     clock = time.monotonic
 
@@ -53,7 +55,7 @@ class LoginLockout(Authenticator):
             self.log.warning("login lockout: %r is locked for another %.0f s", name, left)
             wait = f"{left:.0f} s" if left < 120 else f"{left / 60:.0f} min"
             raise web.HTTPError(429, f"Too many failed logins for {name}: try again in {wait}, or ask the instructor.")
-        if rec.locked_until:                      # the lock has run out: a fresh count
+        if rec.locked_until:  # the lock has run out: a fresh count
             rec.failures, rec.locked_until = 0, 0.0
         if rec.failures + rec.pending >= self.failed_logins_allowed:
             self.log.warning("login lockout: %r has %d login attempts in flight", name, rec.pending)
@@ -66,7 +68,7 @@ class LoginLockout(Authenticator):
         self._locked(name, rec)
         rec.pending += 1
         try:
-            result = await maybe_future(super().authenticate(handler, data))   # PAM's runs in a thread
+            result = await maybe_future(super().authenticate(handler, data))  # PAM's runs in a thread
         finally:
             rec.pending -= 1
         if result:
@@ -75,9 +77,10 @@ class LoginLockout(Authenticator):
         rec.failures += 1
         if rec.failures >= self.failed_logins_allowed:
             rec.locked_until = self.clock() + self.lockout_seconds
-            self.log.warning("login lockout: %r locked for %d s after %d failed logins", name,
-                             self.lockout_seconds, rec.failures)
-        if len(records) > 10_000:             # names tried once and never again: forget the oldest
+            self.log.warning(
+                "login lockout: %r locked for %d s after %d failed logins", name, self.lockout_seconds, rec.failures
+            )
+        if len(records) > 10_000:  # names tried once and never again: forget the oldest
             for stale in [n for n, r in records.items() if not r.pending and not r.locked_until][:5_000]:
                 records.pop(stale, None)
         return None

@@ -3,6 +3,7 @@ classroom's tokens, a user's server started through it, and commands run as a cl
 
 `HubClient` is a part of classroom.provision.Classroom: it uses the classroom's state, url and python.
 """
+
 import json
 import os
 import pwd
@@ -14,13 +15,21 @@ from classroom import ClassroomError
 
 
 class HubClient:
-    """The hub's REST API and the classroom's users, as a test drives them (a mixin of classroom.provision.Classroom)."""
+    """The hub's REST API and the classroom's users, as a test drives them (a mixin of
+    classroom.provision.Classroom)."""
 
     def api(self, path, method="GET", body=None, token=None, timeout=60):
         """The hub's REST API (or a server behind the proxy) with the classroom's admin token."""
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"token {token or self.state['admin_token']}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"token {token or self.state['admin_token']}",
+                "Content-Type": "application/json",
+            },
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             raw = r.read()
         return json.loads(raw) if raw.strip() else None
@@ -43,8 +52,18 @@ class HubClient:
         pw = pwd.getpwnam(user)
         groups = os.getgrouplist(user, pw.pw_gid)
         run_env = {"PATH": f"{self.python.parent}:/usr/bin:/bin", "HOME": pw.pw_dir, "LANG": "C.UTF-8", **(env or {})}
-        return subprocess.run([str(self.python), *args], user=pw.pw_uid, group=pw.pw_gid, extra_groups=groups,
-                              cwd=cwd, env=run_env, capture_output=True, text=True, timeout=timeout, input=input)
+        return subprocess.run(
+            [str(self.python), *args],
+            user=pw.pw_uid,
+            group=pw.pw_gid,
+            extra_groups=groups,
+            cwd=cwd,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+        )
 
     def login(self, user, password, timeout=60):
         """Log in through the hub's login form as a browser does (its _xsrf cookie and field); returns the
@@ -53,16 +72,23 @@ class HubClient:
 
         session = requests.Session()
         session.get(f"{self.url}/hub/login", timeout=timeout).raise_for_status()
-        answer = session.post(f"{self.url}/hub/login", timeout=timeout, allow_redirects=False, data={
-            "username": user, "password": password, "_xsrf": session.cookies.get("_xsrf", path="/hub/")})
+        answer = session.post(
+            f"{self.url}/hub/login",
+            timeout=timeout,
+            allow_redirects=False,
+            data={"username": user, "password": password, "_xsrf": session.cookies.get("_xsrf", path="/hub/")},
+        )
         return session, answer
 
     def session_token(self, session, user, note="classroom"):
         """A token of `user` made with their logged-in session (the hub's cookie and its _xsrf), not with the
         admin token."""
-        answer = session.post(f"{self.url}/hub/api/users/{user}/tokens", timeout=60,
-                              json={"note": note, "expires_in": 4 * 3600},
-                              headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")})
+        answer = session.post(
+            f"{self.url}/hub/api/users/{user}/tokens",
+            timeout=60,
+            json={"note": note, "expires_in": 4 * 3600},
+            headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")},
+        )
         answer.raise_for_status()
         return answer.json()["token"]
 

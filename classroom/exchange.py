@@ -21,6 +21,7 @@ Release order: a later notebook restates earlier assignments' graded answers in 
 refuses such a notebook while an assignment it restates still accepts submissions (due date plus grace in the
 course folder's course.toml), as `python -m autograde release` does; OrderedRelease.force_early releases it anyway.
 """
+
 import grp
 import os
 import pwd
@@ -38,7 +39,6 @@ from traitlets import Bool
 
 
 class PrivateSubmit(ExchangeSubmit):
-
     def init_dest(self):
         me = get_osusername()
         if self.coursedir.student_id not in ("*", me):
@@ -73,8 +73,10 @@ class PrivateSubmit(ExchangeSubmit):
             os.chmod(dirpath, 0o770)
         if os.stat(dest).st_gid != group:
             name = grp.getgrgid(group).gr_name
-            self.fail(f"the submission {dest} did not get the graders' group {name}: inbound/ must be set-gid "
-                      f"(mode 2773) so that the instructor can collect it")
+            self.fail(
+                f"the submission {dest} did not get the graders' group {name}: inbound/ must be set-gid "
+                f"(mode 2773) so that the instructor can collect it"
+            )
 
 
 def forgery(path):
@@ -94,7 +96,9 @@ def forgery(path):
         return f"the instructor cannot read it ({errors[0]})"
     for entry in entries:
         st = os.lstat(entry)
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or (entry == path and not stat.S_ISDIR(st.st_mode)):
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or (
+            entry == path and not stat.S_ISDIR(st.st_mode)
+        ):
             return f"{entry} is not a plain folder or file (a symbolic link?)"
         if st.st_uid != uid:
             try:
@@ -106,7 +110,6 @@ def forgery(path):
 
 
 class CheckedCollect(ExchangeCollect):
-
     def init_src(self):
         left = self.refuse_forged()
         super().init_src()
@@ -126,7 +129,7 @@ class CheckedCollect(ExchangeCollect):
             path = os.path.join(inbound, entry)
             try:
                 why = forgery(path)
-            except OSError as exc:          # changed while being read
+            except OSError as exc:  # changed while being read
                 why = f"it could not be examined ({exc})"
             if why is None:
                 continue
@@ -136,8 +139,10 @@ class CheckedCollect(ExchangeCollect):
                 self.log.error(f"refused the submission {path}: {why}; moved it to {quarantine}/")
             except OSError as exc:
                 left.add(entry)
-                self.log.error(f"refused the submission {path}: {why}; it stays in inbound/ ({exc.strerror}): "
-                               f"remove it as root (sudo rm -r '{path}') and collect again")
+                self.log.error(
+                    f"refused the submission {path}: {why}; it stays in inbound/ ({exc.strerror}): "
+                    f"remove it as root (sudo rm -r '{path}') and collect again"
+                )
         return left
 
 
@@ -145,8 +150,10 @@ class OrderedRelease(ExchangeReleaseAssignment):
     """nbgrader's release, refused (ExchangeError, logged) before anything reaches the exchange while an assignment
     whose answers the notebook restates still accepts submissions. Runs as the instructor, in the course folder
     (CourseDirectory.root: its course.toml and the course's autograde package, PYTHONPATH)."""
-    force_early = Bool(False, help="release a notebook even while an assignment it restates is open (a warning "
-                                   "names it)").tag(config=True)
+
+    force_early = Bool(
+        False, help="release a notebook even while an assignment it restates is open (a warning names it)"
+    ).tag(config=True)
 
     def init_src(self):
         super().init_src()
@@ -160,28 +167,38 @@ class OrderedRelease(ExchangeReleaseAssignment):
 
             from autograde.deadlines import PolicyError, describe_early, early_releases, load_policy
         except ImportError as exc:
-            self.fail(f"{name} not released: the release order cannot be checked without the course's autograde "
-                      f"package ({exc}); run nbgrader with PYTHONPATH={root}")
+            self.fail(
+                f"{name} not released: the release order cannot be checked without the course's autograde "
+                f"package ({exc}); run nbgrader with PYTHONPATH={root}"
+            )
         source = Path(self.coursedir.format_path(self.coursedir.source_directory, ".", name))
-        known = (sorted(p.name for p in source.parent.iterdir() if any(p.glob("*.ipynb")))
-                 if source.parent.is_dir() else None)
+        known = (
+            sorted(p.name for p in source.parent.iterdir() if any(p.glob("*.ipynb")))
+            if source.parent.is_dir()
+            else None
+        )
         try:
             policy = load_policy(Path(root) / "course.toml", known=known)
         except PolicyError as exc:
             self.fail(f"{name} not released: {exc}")
-        cells = []          # the given cells of what goes out, and of its source (should a release drop metadata)
+        cells = []  # the given cells of what goes out, and of its source (should a release drop metadata)
         for path in sorted(Path(self.src_path).glob("*.ipynb")) + sorted(source.glob("*.ipynb")):
             try:
                 cells += nbformat.read(str(path), as_version=4).cells
-            except Exception as exc:        # nbformat raises several kinds for a broken file
+            except Exception as exc:  # nbformat raises several kinds for a broken file
                 self.fail(f"{name} not released: {path} is not a readable notebook ({exc})")
-        early = early_releases([name], policy, {name: nbformat.from_dict({"cells": cells})},
-                               now=datetime.now(timezone.utc))
+        early = early_releases(
+            [name], policy, {name: nbformat.from_dict({"cells": cells})}, now=datetime.now(timezone.utc)
+        )
         if early and not self.force_early:
-            self.fail(f"not released: {describe_early(early, policy)}. Learners would get those answers before the "
-                      f"deadline: release it after that, or force it with `nbgrader release_assignment {name} "
-                      f"--OrderedRelease.force_early=True` (formgrader's Release button: "
-                      f"c.OrderedRelease.force_early = True in {root}/nbgrader_config.py, then False again)")
+            self.fail(
+                f"not released: {describe_early(early, policy)}. Learners would get those answers before the "
+                f"deadline: release it after that, or force it with `nbgrader release_assignment {name} "
+                f"--OrderedRelease.force_early=True` (formgrader's Release button: "
+                f"c.OrderedRelease.force_early = True in {root}/nbgrader_config.py, then False again)"
+            )
         for _, origin, closes in early:
-            self.log.warning(f"releasing {name} while {origin} accepts submissions until {closes:%Y-%m-%d %H:%M} UTC "
-                             f"(OrderedRelease.force_early)")
+            self.log.warning(
+                f"releasing {name} while {origin} accepts submissions until {closes:%Y-%m-%d %H:%M} UTC "
+                f"(OrderedRelease.force_early)"
+            )

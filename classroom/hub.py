@@ -3,6 +3,7 @@ a sound nbgrader exchange, the arguments of each user's server; classroom/jupyte
 
 `HubControl` is a part of classroom.provision.Classroom: it uses the classroom's state, paths and url.
 """
+
 import os
 import pwd
 import shutil
@@ -36,12 +37,12 @@ def free_port():
         return s.getsockname()[1]
 
 
-EXCHANGE_MODES = {          # path under the exchange root -> (mode, owner) ; owner None: root
-    ".": (0o1777, None),                     # nbgrader checks every user can write here (like /tmp)
+EXCHANGE_MODES = {  # path under the exchange root -> (mode, owner) ; owner None: root
+    ".": (0o1777, None),  # nbgrader checks every user can write here (like /tmp)
     "{course}": (0o2755, "instructor"),
-    "{course}/outbound": (0o2755, "instructor"),   # released assignments: everyone reads
-    "{course}/inbound": (0o2773, "instructor"),    # submissions: students write, cannot list
-    "{course}/feedback": (0o2771, "instructor"),   # feedback: found only by its secret hash
+    "{course}/outbound": (0o2755, "instructor"),  # released assignments: everyone reads
+    "{course}/inbound": (0o2773, "instructor"),  # submissions: students write, cannot list
+    "{course}/feedback": (0o2771, "instructor"),  # feedback: found only by its secret hash
 }
 
 
@@ -53,18 +54,27 @@ def check_exchange(exchange, course=COURSE_ID, instructor=None):
         if not path.is_dir():
             raise ClassroomError(
                 f"the nbgrader exchange folder {path} does not exist: students could not fetch or submit "
-                "(nbgrader says only 'The exchange directory does not exist'); run `make classroom` to create it")
+                "(nbgrader says only 'The exchange directory does not exist'); run `make classroom` to create it"
+            )
         st = path.stat()
         have = stat.S_IMODE(st.st_mode)
         if have != mode:
             raise ClassroomError(
                 f"the nbgrader exchange folder {path} has mode {have:04o}, it needs {mode:04o}"
-                + (" (every user must be able to write into the exchange root, sticky like /tmp)" if rel == "." else
-                   " (students write submissions into inbound/ but must not list it)" if rel.endswith("inbound")
-                   else "") + f": chmod {mode:04o} {path}, or run `make classroom` again")
+                + (
+                    " (every user must be able to write into the exchange root, sticky like /tmp)"
+                    if rel == "."
+                    else " (students write submissions into inbound/ but must not list it)"
+                    if rel.endswith("inbound")
+                    else ""
+                )
+                + f": chmod {mode:04o} {path}, or run `make classroom` again"
+            )
         if owner == "instructor" and instructor is not None and pwd.getpwuid(st.st_uid).pw_name != instructor:
-            raise ClassroomError(f"{path} belongs to {pwd.getpwuid(st.st_uid).pw_name}, not the instructor "
-                                 f"{instructor}: nbgrader refuses to release into a folder it does not own")
+            raise ClassroomError(
+                f"{path} belongs to {pwd.getpwuid(st.st_uid).pw_name}, not the instructor "
+                f"{instructor}: nbgrader refuses to release into a folder it does not own"
+            )
     return exchange
 
 
@@ -74,12 +84,16 @@ def singleuser_args(username, log_warning=None):
     try:
         uid = pwd.getpwnam(username).pw_uid
     except KeyError:
-        raise ClassroomError(f"the hub user {username!r} has no Unix account: LocalProcessSpawner runs each "
-                             f"server as the Unix user of the same name (useradd {username})") from None
+        raise ClassroomError(
+            f"the hub user {username!r} has no Unix account: LocalProcessSpawner runs each "
+            f"server as the Unix user of the same name (useradd {username})"
+        ) from None
     if uid == 0:
         if log_warning:
-            log_warning(f"{username} is root: its single-user server gets --allow-root (jupyter refuses "
-                        "to run as root otherwise); do not give learners root")
+            log_warning(
+                f"{username} is root: its single-user server gets --allow-root (jupyter refuses "
+                "to run as root otherwise); do not give learners root"
+            )
         return ["--allow-root"]
     return []
 
@@ -93,8 +107,10 @@ def proxy_command():
     py = Path(sys.executable).parent / "configurable-http-proxy"
     if py.exists():
         return [str(py)], "configurable-http-proxy (PyPI pure-Python drop-in; node is absent)"
-    raise ClassroomError("configurable-http-proxy is not installed: run `make classroom-proxy` (npm package "
-                         "with node, else the PyPI drop-in `pip install configurable-http-proxy`)")
+    raise ClassroomError(
+        "configurable-http-proxy is not installed: run `make classroom-proxy` (npm package "
+        "with node, else the PyPI drop-in `pip install configurable-http-proxy`)"
+    )
 
 
 def _node_version():
@@ -120,7 +136,12 @@ class HubControl:
         t0 = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(REPO / "classroom" / "jupyterhub_config.py")],
-            cwd=self.hub_dir, env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=self.hub_dir,
+            env=env,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         logf.close()
         self.state["hub_pid"] = proc.pid
         self.save()
@@ -128,8 +149,9 @@ class HubControl:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise ClassroomError(f"JupyterHub exited with {proc.returncode}; its log {self.log_path} ends:\n"
-                                     + self.log_tail())
+                raise ClassroomError(
+                    f"JupyterHub exited with {proc.returncode}; its log {self.log_path} ends:\n" + self.log_tail()
+                )
             try:
                 self.api("/hub/api/")
                 self.start_seconds = time.monotonic() - t0
@@ -159,7 +181,7 @@ class HubControl:
         proc = getattr(self, "proc", None)
         if proc is not None:
             try:
-                proc.wait(timeout=10)       # reap our child, so it does not linger as a zombie
+                proc.wait(timeout=10)  # reap our child, so it does not linger as a zombie
             except subprocess.TimeoutExpired:
                 pass
         self._kill_user_processes()

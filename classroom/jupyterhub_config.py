@@ -14,6 +14,7 @@ Logins (classroom/auth.py): by default PAM over the classroom's Unix users, each
 learner, for a closed workshop network only: anyone who knows it can log in as any learner. Both lock a user
 name for a while after repeated wrong passwords.
 """
+
 import json
 import os
 import sys
@@ -57,12 +58,15 @@ for name, value in state.get("lockout", {}).items():
     setattr(c.LoginLockout, name, value)
 
 c.JupyterHub.spawner_class = "localprocess"
-c.Spawner.ip = "127.0.0.1"          # (the default, stated: user servers listen on loopback only)
+c.Spawner.ip = "127.0.0.1"  # (the default, stated: user servers listen on loopback only)
 c.Spawner.cmd = [python, "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
 # offline workshop: no news or update checks; window.jupyterapp for the browser test
-c.Spawner.args = ["--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                  "--LabApp.expose_app_in_browser=True"]
+c.Spawner.args = [
+    "--LabApp.news_url=None",
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    "--LabApp.expose_app_in_browser=True",
+]
 c.Spawner.environment = {"PATH": path, "SPECDEC_QUICK": "1"}
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
@@ -82,7 +86,7 @@ c.JupyterHub.load_groups = {
     f"formgrade-{course}": {"users": [instructor]},
 }
 c.JupyterHub.services = [
-    {   # formgrader, run by the hub as the instructor in the course folder
+    {  # formgrader, run by the hub as the instructor in the course folder
         "name": course,
         "url": f"http://127.0.0.1:{state['service_port']}",
         "command": [python, "-m", "jupyterhub.singleuser", *singleuser_args(instructor)],
@@ -95,7 +99,6 @@ c.JupyterHub.services = [
     {"name": "classroom-admin", "api_token": state["admin_token"]},
 ]
 c.JupyterHub.load_roles = [
-    {"name": f"formgrade-{course}", "groups": [f"formgrade-{course}"],
-     "scopes": [f"access:services!service={course}"]},
+    {"name": f"formgrade-{course}", "groups": [f"formgrade-{course}"], "scopes": [f"access:services!service={course}"]},
     {"name": "admin", "services": ["classroom-admin"]},
 ]

@@ -13,6 +13,7 @@ Sets up its own classroom (users sdm-instructor, sdm-s01..., root /srv/sdm-class
   (correct / partial / blank in turn) and submits through their server; the instructor collects through
   formgrader and runs `python -m autograde class` (sandboxed) as their Unix user.
 """
+
 import argparse
 import json
 import os
@@ -21,7 +22,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
 
 from classroom import COURSE_ID, fill, log
 from classroom.hub import free_port
@@ -70,11 +70,19 @@ def main(argv=None):
     import pwd
 
     students = [f"sdm-s{i:02d}" for i in range(1, args.students + 1)]
-    room = Classroom("sdm-instructor", students, port=free_port(), root="/srv/sdm-classroom",
-                     prefix="/opt/sdm-classroom")
-    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": {
-        "cpus": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "kernel": platform.release(), "load_average_at_start": os.getloadavg()}, "students": args.students}
+    room = Classroom(
+        "sdm-instructor", students, port=free_port(), root="/srv/sdm-classroom", prefix="/opt/sdm-classroom"
+    )
+    out = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "kernel": platform.release(),
+            "load_average_at_start": os.getloadavg(),
+        },
+        "students": args.students,
+    }
     try:
         t0 = time.monotonic()
         room.setup()
@@ -86,18 +94,30 @@ def main(argv=None):
         spawn = {}
         for s in students:
             spawn[s] = room.spawn(s)
-        out["spawn_s"] = {"median": round(statistics.median(spawn.values()), 2), "max": round(max(spawn.values()), 2),
-                          "min": round(min(spawn.values()), 2), "all": {k: round(v, 2) for k, v in spawn.items()}}
-        time.sleep(5)       # let the servers settle
+        out["spawn_s"] = {
+            "median": round(statistics.median(spawn.values()), 2),
+            "max": round(max(spawn.values()), 2),
+            "min": round(min(spawn.values()), 2),
+            "all": {k: round(v, 2) for k, v in spawn.items()},
+        }
+        time.sleep(5)  # let the servers settle
         mem = {s: memory_of(pwd.getpwnam(s).pw_uid) for s in students}
         out["server_memory_mib"] = {
             "pss_median": round(statistics.median(m[0] for m in mem.values()), 1),
             "rss_median": round(statistics.median(m[1] for m in mem.values()), 1),
-            "pss_total": round(sum(m[0] for m in mem.values()), 1)}
-        kernel = room.run_as(students[0], ["-c", (
-            "import torch, numpy, matplotlib.pyplot, ipykernel, specdec, specdec.core.models\n"
-            "for l in open('/proc/self/smaps_rollup'):\n"
-            "    if l.startswith(('Rss:', 'Pss:')): print(l.split()[0], int(l.split()[1]) // 1024)")])
+            "pss_total": round(sum(m[0] for m in mem.values()), 1),
+        }
+        kernel = room.run_as(
+            students[0],
+            [
+                "-c",
+                (
+                    "import torch, numpy, matplotlib.pyplot, ipykernel, specdec, specdec.core.models\n"
+                    "for l in open('/proc/self/smaps_rollup'):\n"
+                    "    if l.startswith(('Rss:', 'Pss:')): print(l.split()[0], int(l.split()[1]) // 1024)"
+                ),
+            ],
+        )
         out["kernel_imports_mib"] = kernel.stdout.split() if kernel.returncode == 0 else kernel.stderr[-500:]
         log(f"servers: spawn median {out['spawn_s']['median']} s, memory {out['server_memory_mib']}")
 
@@ -110,12 +130,18 @@ def main(argv=None):
         for i, s in enumerate(students):
             kind = fill.KINDS[i % 3]
             token = room.token(s)
-            api = lambda path, method="GET", body=None: room.api(f"/user/{s}{path}", method, body, token=token)
+
+            def api(path, method="GET", body=None):
+                return room.api(f"/user/{s}{path}", method, body, token=token)
+
             fetched = api("/assignments/fetch", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
             assert fetched["success"], fetched
             nb = fill.filled_notebook(ASSIGNMENT, kind, PARTIAL)
-            api(f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb", "PUT",
-                {"type": "notebook", "format": "json", "content": nb})
+            api(
+                f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+                "PUT",
+                {"type": "notebook", "format": "json", "content": nb},
+            )
             done = api("/assignments/submit", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
             assert done["success"], done
         out["fetch_fill_submit_all_s"] = round(time.monotonic() - t0, 1)
@@ -123,20 +149,27 @@ def main(argv=None):
         assert room.api(f"{svc}/collect", "POST", {}, token=itoken)["success"]
         out["collect_s"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
-        graded = room.run_as(room.instructor, ["-m", "autograde", "class", ASSIGNMENT, "collected", "--work",
-                                               "autograde/work", "--jobs", str(args.jobs)],
-                             cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)}, timeout=3600)
+        graded = room.run_as(
+            room.instructor,
+            ["-m", "autograde", "class", ASSIGNMENT, "collected", "--work", "autograde/work", "--jobs", str(args.jobs)],
+            cwd=room.course_dir,
+            env={"PYTHONPATH": str(room.course_dir)},
+            timeout=3600,
+        )
         out["autograde_s"] = round(time.monotonic() - t0, 1)
         out["autograde_jobs"] = args.jobs
         out["autograde_rc"] = graded.returncode
         out["autograde_tail"] = graded.stdout.splitlines()[-6:]
         import csv
+
         with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
             totals = {r["student"]: float(r["score"]) for r in csv.DictReader(fh) if r["part"] == "total"}
         want = {s: fill.expected_points(ASSIGNMENT, fill.KINDS[i % 3], PARTIAL) for i, s in enumerate(students)}
         out["scores_as_expected"] = totals == want
-        log(f"autograde of {len(students)} submissions with --jobs {args.jobs}: {out['autograde_s']} s "
-            f"(exit {graded.returncode}); scores as expected: {out['scores_as_expected']}")
+        log(
+            f"autograde of {len(students)} submissions with --jobs {args.jobs}: {out['autograde_s']} s "
+            f"(exit {graded.returncode}); scores as expected: {out['scores_as_expected']}"
+        )
     finally:
         out["load_average_at_end"] = os.getloadavg()
         try:
@@ -145,8 +178,13 @@ def main(argv=None):
             pass
         room.teardown()
         Path(args.out).write_text(json.dumps(out, indent=1))
-        print(json.dumps({k: v for k, v in out.items() if k != "spawn_s"} | {"spawn_s": {
-            k: v for k, v in out.get("spawn_s", {}).items() if k != "all"}}, indent=1))
+        print(
+            json.dumps(
+                {k: v for k, v in out.items() if k != "spawn_s"}
+                | {"spawn_s": {k: v for k, v in out.get("spawn_s", {}).items() if k != "all"}},
+                indent=1,
+            )
+        )
     return 0
 
 

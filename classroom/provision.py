@@ -8,6 +8,7 @@ the users and groups it created, ROOT, and PREFIX when it built it. Nothing else
 changed, except the repository folder's mode (made 0700 while the classroom runs, so that students,
 who get a shell in JupyterLab, cannot read solutions/, .git or a gradebook; restored by `down`).
 """
+
 import grp
 import json
 import os
@@ -28,10 +29,18 @@ from classroom.hub import EXCHANGE_MODES, HubControl, check_exchange, check_port
 
 # Debian's useradd accepts ^[a-z][-a-z0-9_]*$ by default; nbgrader splits submission names on '+'
 USERNAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-COURSE_FILES = ("solutions", "notebooks", "autograde", "specdec", "data", "nbgrader_config.py", "pyproject.toml",
-                "course.toml")
+COURSE_FILES = (
+    "solutions",
+    "notebooks",
+    "autograde",
+    "specdec",
+    "data",
+    "nbgrader_config.py",
+    "pyproject.toml",
+    "course.toml",
+)
 EXCHANGE_MODULE = "specdec_classroom_exchange"
-AUTH = ("pam", "shared")            # classroom/auth.py: one password per user (default), or one for everyone
+AUTH = ("pam", "shared")  # classroom/auth.py: one password per user (default), or one for everyone
 # learners' passwords: 16 characters of an alphabet without look-alikes (0/o, 1/l/i), in groups of four to read
 # out or copy: 31^16, 79 bits, far beyond online guessing (PAM waits 3 s after each wrong one, the hub locks)
 PASSWORD_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
@@ -43,7 +52,8 @@ def check_username(name):
     if not isinstance(name, str) or not USERNAME.match(name):
         raise ClassroomError(
             f"{name!r} is not a valid Unix user name: use 1 to 32 characters, lower-case letters, digits, "
-            "'-' or '_', starting with a letter or '_' (nbgrader identifies students by their Unix user name)")
+            "'-' or '_', starting with a letter or '_' (nbgrader identifies students by their Unix user name)"
+        )
     return name
 
 
@@ -76,7 +86,7 @@ def _exists_group(name):
 
 def new_password():
     chars = "".join(secrets.choice(PASSWORD_ALPHABET) for _ in range(16))
-    return "-".join(chars[i:i + 4] for i in range(0, 16, 4))
+    return "-".join(chars[i : i + 4] for i in range(0, 16, 4))
 
 
 def _write_private(path, text):
@@ -147,8 +157,19 @@ def copy_interpreter(base, dest):
 class Classroom(HubControl, HubClient):
     """One classroom: `instructor` and `students` (Unix user names), the hub on 127.0.0.1:`port`."""
 
-    def __init__(self, instructor, students, *, port=8000, root=ROOT, prefix=PREFIX, course=COURSE_ID, auth="pam",
-                 failed_logins_allowed=FAILED_LOGINS_ALLOWED, lockout_seconds=LOCKOUT_SECONDS):
+    def __init__(
+        self,
+        instructor,
+        students,
+        *,
+        port=8000,
+        root=ROOT,
+        prefix=PREFIX,
+        course=COURSE_ID,
+        auth="pam",
+        failed_logins_allowed=FAILED_LOGINS_ALLOWED,
+        lockout_seconds=LOCKOUT_SECONDS,
+    ):
         if auth not in AUTH:
             raise ClassroomError(f"unknown authentication {auth!r}: choose one of {', '.join(AUTH)}")
         self.root, self.prefix, self.course = Path(root), Path(prefix), course
@@ -196,9 +217,16 @@ class Classroom(HubControl, HubClient):
         if not path.exists():
             raise ClassroomError(f"no classroom at {root} ({path} is missing): nothing to do")
         state = json.loads(path.read_text())
-        room = cls(state["instructor"], state["students"], port=state["port"], root=state["root"],
-                   prefix=state["prefix"], course=state["course"], auth=state.get("auth", "shared"),
-                   **state.get("lockout", {}))
+        room = cls(
+            state["instructor"],
+            state["students"],
+            port=state["port"],
+            root=state["root"],
+            prefix=state["prefix"],
+            course=state["course"],
+            auth=state.get("auth", "shared"),
+            **state.get("lockout", {}),
+        )
         room.state = state
         return room
 
@@ -211,8 +239,10 @@ class Classroom(HubControl, HubClient):
     # ------------------------------------------------------------------ set-up
     def preflight(self):
         if os.geteuid() != 0:
-            raise ClassroomError("the classroom creates Unix users and runs JupyterHub's LocalProcessSpawner, "
-                                 "which need root: run it as root (sudo make classroom)")
+            raise ClassroomError(
+                "the classroom creates Unix users and runs JupyterHub's LocalProcessSpawner, "
+                "which need root: run it as root (sudo make classroom)"
+            )
         names = [self.instructor] + self.students
         for name in names:
             check_username(name)
@@ -220,18 +250,22 @@ class Classroom(HubControl, HubClient):
             raise ClassroomError(f"user names repeat: {names}")
         taken = [n for n in names if _exists_user(n)]
         if taken:
-            raise ClassroomError(f"Unix user(s) {taken} already exist: the classroom only uses users it creates "
-                                 "(and removes them again); choose another prefix or run `make classroom-down`")
+            raise ClassroomError(
+                f"Unix user(s) {taken} already exist: the classroom only uses users it creates "
+                "(and removes them again); choose another prefix or run `make classroom-down`"
+            )
         for g in self.groups:
             if _exists_group(g):
-                raise ClassroomError(f"the group {g} already exists: another classroom runs here; "
-                                     "`make classroom-down` first")
+                raise ClassroomError(
+                    f"the group {g} already exists: another classroom runs here; `make classroom-down` first"
+                )
         if self.state_file.exists():
             raise ClassroomError(f"a classroom is already set up at {self.root}: `make classroom-down` first")
         check_port_free(self.port)
         self.proxy = proxy_command()
         from autograde import assignments
         from autograde.deadlines import PolicyError, load_policy
+
         try:
             load_policy(REPO / "course.toml", known=assignments())
         except PolicyError as exc:
@@ -240,11 +274,22 @@ class Classroom(HubControl, HubClient):
     def setup(self):
         """Create everything; on failure remove what was created."""
         self.preflight()
-        self.state = {"root": str(self.root), "prefix": str(self.prefix), "course": self.course,
-                      "instructor": self.instructor, "students": self.students, "port": self.port,
-                      "auth": self.auth, "lockout": self.lockout,
-                      "created_users": [], "created_groups": [], "prefix_created": False,
-                      "repo": str(REPO), "repo_mode": _mode(REPO), "owner_pid": os.getpid()}
+        self.state = {
+            "root": str(self.root),
+            "prefix": str(self.prefix),
+            "course": self.course,
+            "instructor": self.instructor,
+            "students": self.students,
+            "port": self.port,
+            "auth": self.auth,
+            "lockout": self.lockout,
+            "created_users": [],
+            "created_groups": [],
+            "prefix_created": False,
+            "repo": str(REPO),
+            "repo_mode": _mode(REPO),
+            "owner_pid": os.getpid(),
+        }
         self.save()
         try:
             self._make_private_repo()
@@ -264,14 +309,18 @@ class Classroom(HubControl, HubClient):
     def _make_private_repo(self):
         if self.state["repo_mode"] & 0o077:
             os.chmod(REPO, 0o700)
-            log(f"made the repository {REPO} private (mode {self.state['repo_mode']:04o} -> 0700): students get a "
-                "shell and must not read solutions/ or .git; `make classroom-down` restores the mode")
+            log(
+                f"made the repository {REPO} private (mode {self.state['repo_mode']:04o} -> 0700): students get a "
+                "shell and must not read solutions/ or .git; `make classroom-down` restores the mode"
+            )
         git = REPO / ".git"
-        if git.is_file():       # a git worktree: its objects live elsewhere
+        if git.is_file():  # a git worktree: its objects live elsewhere
             common = Path(git.read_text().split(":", 1)[1].strip()).parent.parent
             if _mode(common) & 0o005:
-                log(f"WARNING: this is a git worktree; its object store {common} (solutions in history) is "
-                    "readable by other users: run the classroom from a clone, or `chmod o-rx` that folder")
+                log(
+                    f"WARNING: this is a git worktree; its object store {common} (solutions in history) is "
+                    "readable by other users: run the classroom from a clone, or `chmod o-rx` that folder"
+                )
 
     def _users(self):
         for g in self.groups:
@@ -282,13 +331,14 @@ class Classroom(HubControl, HubClient):
         for name in [self.instructor] + self.students:
             groups = nbgrader_group + ("," + formgrade_group if name == self.instructor else "")
             # home 0700: a student's fetched notebooks and nbgrader cache are private
-            _run(["useradd", "--create-home", "--shell", "/bin/bash", "-K", "HOME_MODE=0700", "--groups", groups,
-                  name])
+            _run(["useradd", "--create-home", "--shell", "/bin/bash", "-K", "HOME_MODE=0700", "--groups", groups, name])
             self.state["created_users"].append(name)
             self.save()
-        log(f"created Unix users {self.instructor} (instructor; groups {nbgrader_group}, {formgrade_group}) and "
+        log(
+            f"created Unix users {self.instructor} (instructor; groups {nbgrader_group}, {formgrade_group}) and "
             f"{len(self.students)} students ({', '.join(self.students[:3])}{', ...' if len(self.students) > 3 else ''};"
-            f" group {nbgrader_group})")
+            f" group {nbgrader_group})"
+        )
 
     # ------------------------------------------------------------------ credentials
     def _passwords(self):
@@ -300,15 +350,18 @@ class Classroom(HubControl, HubClient):
         self._write_credentials(passwords)
         self.state["credentials_file"] = str(self.credentials_file)
         self.save()
-        log(f"gave each of the {len(names)} users a password of their own: {self.credentials_file} "
-            "(root only, mode 0600); hand each learner their own line")
+        log(
+            f"gave each of the {len(names)} users a password of their own: {self.credentials_file} "
+            "(root only, mode 0600); hand each learner their own line"
+        )
 
     def _set_passwords(self, passwords):
         _run(["chpasswd"], input="".join(f"{n}:{p}\n" for n, p in passwords.items()))
 
     def _write_credentials(self, passwords):
-        rows = ["user,role,password"] + [f"{n},{'instructor' if n == self.instructor else 'student'},{p}"
-                                         for n, p in passwords.items()]
+        rows = ["user,role,password"] + [
+            f"{n},{'instructor' if n == self.instructor else 'student'},{p}" for n, p in passwords.items()
+        ]
         _write_private(self.credentials_file, "\n".join(rows) + "\n")
 
     def credentials(self):
@@ -316,6 +369,7 @@ class Classroom(HubControl, HubClient):
         if self.auth != "pam":
             raise ClassroomError(f"this classroom uses one shared password (--auth {self.auth}): no credentials file")
         import csv
+
         with open(self.credentials_file, newline="") as fh:
             return {row["user"]: row["password"] for row in csv.DictReader(fh)}
 
@@ -323,15 +377,18 @@ class Classroom(HubControl, HubClient):
         creds = self.credentials()
         width = max(map(len, creds))
         lines = [f"{'user':<{width}}  role        password", f"{'-' * width}  ----------  {'-' * 19}"]
-        lines += [f"{n:<{width}}  {'instructor' if n == self.instructor else 'student':<10}  {p}" for n, p in creds.items()]
+        lines += [
+            f"{n:<{width}}  {'instructor' if n == self.instructor else 'student':<10}  {p}" for n, p in creds.items()
+        ]
         return "\n".join(lines)
 
     def reset_password(self, user):
         """A new password for one classroom user (a learner who lost theirs); returns it."""
         creds = self.credentials()
         if user not in creds:
-            raise ClassroomError(f"{user!r} is not a user of this classroom ({self.instructor}, "
-                                 f"{', '.join(self.students[:3])}, ...)")
+            raise ClassroomError(
+                f"{user!r} is not a user of this classroom ({self.instructor}, {', '.join(self.students[:3])}, ...)"
+            )
         creds[user] = new_password()
         self._set_passwords({user: creds[user]})
         self._write_credentials(creds)
@@ -347,8 +404,10 @@ class Classroom(HubControl, HubClient):
             log(f"reusing the classroom environment {self.prefix}")
         else:
             if self.prefix.exists():
-                raise ClassroomError(f"{self.prefix} exists but is not a complete classroom environment: "
-                                     f"remove it (rm -r {self.prefix}) and run again")
+                raise ClassroomError(
+                    f"{self.prefix} exists but is not a complete classroom environment: "
+                    f"remove it (rm -r {self.prefix}) and run again"
+                )
             src = Path(sys.prefix)
             if src == Path(sys.base_prefix):
                 raise ClassroomError(f"run the classroom with the course's .venv python ({REPO / '.venv/bin/python'})")
@@ -382,23 +441,38 @@ class Classroom(HubControl, HubClient):
             (site / "specdec_classroom.pth").write_text(str(lib) + "\n")
             _run(["chmod", "-R", "a+rX", str(self.prefix)])
             # proof that an unprivileged user (nobody, 65534) can run it
-            done = subprocess.run([str(self.python), "-c", "import torch, nbgrader, jupyterhub, specdec"], cwd="/",
-                                  user=65534, group=65534, extra_groups=[], capture_output=True, text=True,
-                                  env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+            done = subprocess.run(
+                [str(self.python), "-c", "import torch, nbgrader, jupyterhub, specdec"],
+                cwd="/",
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                capture_output=True,
+                text=True,
+                env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+            )
             if done.returncode != 0:
-                raise ClassroomError(f"the classroom environment {self.prefix} does not work for other users:\n"
-                                     + done.stderr[-2000:])
+                raise ClassroomError(
+                    f"the classroom environment {self.prefix} does not work for other users:\n" + done.stderr[-2000:]
+                )
             (self.prefix / ".complete").write_text("built from " + str(src) + "\n")
-            log(f"built the classroom environment {self.prefix} (a copy of {sys.base_prefix}'s interpreter "
-                f"and the course's .venv packages) in {time.monotonic() - t0:.0f} s")
+            log(
+                f"built the classroom environment {self.prefix} (a copy of {sys.base_prefix}'s interpreter "
+                f"and the course's .venv packages) in {time.monotonic() - t0:.0f} s"
+            )
         # the exchange classes the config below names, from this checkout also when the environment is reused
-        _write_new(self.prefix / "course-lib" / f"{EXCHANGE_MODULE}.py",
-                   (REPO / "classroom" / "exchange.py").read_text())
+        _write_new(
+            self.prefix / "course-lib" / f"{EXCHANGE_MODULE}.py", (REPO / "classroom" / "exchange.py").read_text()
+        )
         # every server and nbgrader command of this environment finds the exchange through this file
         _write_new(venv / "etc" / "jupyter" / "nbgrader_config.py", self.nbgrader_config())
         # JupyterLab for a workshop: no news or update pop-ups (every learner would be asked)
-        _write_new(venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json", json.dumps({
-            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}))
+        _write_new(
+            venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json",
+            json.dumps(
+                {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+            ),
+        )
 
     def nbgrader_config(self):
         """The classroom environment's nbgrader_config.py (PREFIX/venv/etc/jupyter/): the exchange and its classes."""
@@ -410,12 +484,14 @@ class Classroom(HubControl, HubClient):
             "c.Execute.timeout = 120  # as the course's nbgrader_config.py (Validate runs the whole notebook)\n"
             "# submissions readable by the course's graders only (nbgrader's default: 0777 folders, 0644 files)\n"
             f"c.ExchangeFactory.submit = '{EXCHANGE_MODULE}.PrivateSubmit'\n"
-            "# collect refuses (moves to the course folder's forged/) what a learner put in inbound/ in another's name\n"
+            "# collect refuses (moves to the course folder's forged/) what a learner put in inbound/ "
+            "in another's name\n"
             f"c.ExchangeFactory.collect = '{EXCHANGE_MODULE}.CheckedCollect'\n"
             "# release (formgrader's Release button, `nbgrader release_assignment`) refuses a notebook that\n"
             "# restates answers of an assignment still open in the course folder's course.toml (docs/classroom.md,\n"
             "# Release order); OrderedRelease.force_early = True releases it anyway\n"
-            f"c.ExchangeFactory.release_assignment = '{EXCHANGE_MODULE}.OrderedRelease'\n")
+            f"c.ExchangeFactory.release_assignment = '{EXCHANGE_MODULE}.OrderedRelease'\n"
+        )
 
     def _course_folder(self):
         """ROOT/course: the instructor's nbgrader course (solutions, gradebook): instructor and group
@@ -425,8 +501,9 @@ class Classroom(HubControl, HubClient):
         for name in COURSE_FILES:
             src = REPO / name
             if src.is_dir():
-                shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
-                    "__pycache__", ".ipynb_checkpoints", "work"))
+                shutil.copytree(
+                    src, dest / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "work")
+                )
             else:
                 shutil.copy(src, dest / name)
         with open(dest / "nbgrader_config.py", "a") as fh:
@@ -435,7 +512,8 @@ class Classroom(HubControl, HubClient):
                 "# `nbgrader collect` (formgrader's Collect) puts submissions into collected/;\n"
                 "# `python -m autograde class ASSIGNMENT collected --work autograde/work` grades them into\n"
                 "# autograde/work/gradebook.db, which formgrader shows, and writes the feedback it releases.\n"
-                "c.CourseDirectory.submitted_directory = 'collected'\n")
+                "c.CourseDirectory.submitted_directory = 'collected'\n"
+            )
         (dest / "collected").mkdir()
         (dest / "autograde" / "work").mkdir(parents=True, exist_ok=True)
         self.set_deadlines(chown=False)
@@ -447,8 +525,10 @@ class Classroom(HubControl, HubClient):
             for f in filenames:
                 os.chown(os.path.join(dirpath, f), uid, gid)
                 os.chmod(os.path.join(dirpath, f), 0o660)
-        log(f"copied the course into {dest} (owner {self.instructor}, group {self.groups[1]}, mode 2770: "
-            "solutions and gradebook invisible to students)")
+        log(
+            f"copied the course into {dest} (owner {self.instructor}, group {self.groups[1]}, mode 2770: "
+            "solutions and gradebook invisible to students)"
+        )
 
     def set_deadlines(self, chown=True):
         """Write the due dates of the course folder's course.toml into the instructor's gradebook
@@ -456,6 +536,7 @@ class Classroom(HubControl, HubClient):
         and use them; `python -m autograde class` sets them again whenever it grades. Returns {name: UTC}."""
         from autograde import COURSE_ID as course_id, assignments, put_tools_on_path
         from autograde.deadlines import PolicyError, load_policy, write_duedates
+
         try:
             policy = load_policy(self.course_dir / "course.toml", known=assignments())
         except PolicyError as exc:
@@ -464,14 +545,16 @@ class Classroom(HubControl, HubClient):
         db = self.course_dir / "autograde" / "work" / "gradebook.db"
         if not names:
             return {}
-        put_tools_on_path()                    # nbgrader runs alembic by name
+        put_tools_on_path()  # nbgrader runs alembic by name
         created = not db.exists()
         written = write_duedates(f"sqlite:///{db}", course_id, policy, names)
         if chown and created:
             os.chown(db, pwd.getpwnam(self.instructor).pw_uid, grp.getgrnam(self.groups[1]).gr_gid)
             os.chmod(db, 0o660)
-        log("due dates in the instructor's gradebook: " + ", ".join(f"{n} {d:%Y-%m-%d %H:%M} UTC"
-                                                                    for n, d in written.items()))
+        log(
+            "due dates in the instructor's gradebook: "
+            + ", ".join(f"{n} {d:%Y-%m-%d %H:%M} UTC" for n, d in written.items())
+        )
         return written
 
     def _exchange(self):
@@ -484,19 +567,29 @@ class Classroom(HubControl, HubClient):
                 os.chown(path, uid, gid)
             os.chmod(path, mode)
         check_exchange(self.exchange, self.course, self.instructor)
-        log(f"created the nbgrader exchange {self.exchange} (root 1777; {self.course}/inbound 2773 group "
-            f"{self.groups[1]}: students submit but cannot list)")
+        log(
+            f"created the nbgrader exchange {self.exchange} (root 1777; {self.course}/inbound 2773 group "
+            f"{self.groups[1]}: students submit but cannot list)"
+        )
 
     def _hub_state(self):
         self.hub_dir.mkdir(mode=0o700, exist_ok=True)
         os.chmod(self.hub_dir, 0o700)
-        if self.auth == "shared":           # a closed room only: one password for every learner
+        if self.auth == "shared":  # a closed room only: one password for every learner
             self.state["password"] = secrets.token_urlsafe(9)
         self.state.update(
-            admin_token=secrets.token_hex(32), proxy_token=secrets.token_hex(32),
-            hub_port=free_port(), proxy_api_port=free_port(), service_port=free_port(),
-            proxy_command=self.proxy[0], proxy_name=self.proxy[1], python=str(self.python),
-            hub_dir=str(self.hub_dir), exchange=str(self.exchange), course_dir=str(self.course_dir))
+            admin_token=secrets.token_hex(32),
+            proxy_token=secrets.token_hex(32),
+            hub_port=free_port(),
+            proxy_api_port=free_port(),
+            service_port=free_port(),
+            proxy_command=self.proxy[0],
+            proxy_name=self.proxy[1],
+            python=str(self.python),
+            hub_dir=str(self.hub_dir),
+            exchange=str(self.exchange),
+            course_dir=str(self.course_dir),
+        )
         self.save()
 
     # ------------------------------------------------------------------ tear-down
@@ -505,8 +598,9 @@ class Classroom(HubControl, HubClient):
         self.stop()
         for name in reversed(self.state.get("created_users", [])):
             if _exists_user(name):
-                _run(["userdel", "--remove", name]) if Path(pwd.getpwnam(name).pw_dir).exists() else \
-                    _run(["userdel", name])
+                _run(["userdel", "--remove", name]) if Path(pwd.getpwnam(name).pw_dir).exists() else _run(
+                    ["userdel", name]
+                )
         for g in self.state.get("created_groups", []):
             if _exists_group(g):
                 _run(["groupdel", g])
@@ -517,5 +611,8 @@ class Classroom(HubControl, HubClient):
             os.chmod(self.state.get("repo", REPO), mode)
         shutil.rmtree(self.root, ignore_errors=True)
         users = self.state.get("created_users", [])
-        log(f"removed users {', '.join(users) or '(none)'}, groups {', '.join(self.state.get('created_groups', [])) or '(none)'}, "
-            f"{self.root}" + (f", {self.prefix}" if self.state.get("prefix_created") else ""))
+        log(
+            f"removed users {', '.join(users) or '(none)'}, "
+            f"groups {', '.join(self.state.get('created_groups', [])) or '(none)'}, "
+            f"{self.root}" + (f", {self.prefix}" if self.state.get("prefix_created") else "")
+        )

@@ -4,6 +4,7 @@ classrooms that killed test runs left, and the checks an attacker's process woul
 A test classroom lives at /srv/sdt<tag>-classroom with users sdt<tag>-...; the course's groups
 (nbgrader-<course>, formgrade-<course>) exist once per machine, so two test classrooms take turns on a lock.
 """
+
 import contextlib
 import fcntl
 import json
@@ -113,7 +114,7 @@ def listening_ports(uid):
             continue
         for line in lines:
             fields = line.split()
-            if fields[3] == "0A" and int(fields[7]) == uid:          # 0A: LISTEN
+            if fields[3] == "0A" and int(fields[7]) == uid:  # 0A: LISTEN
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return sorted(ports)
 

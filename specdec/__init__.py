@@ -23,6 +23,7 @@ specdec.engines    notebook 11's engines: built once (install: 11; `make engines
                    11), vLLM's worker (vllm_bench, run by vllm_client) and client (vllm_client: 11), a Poisson load
                    (load: 11), their processes (processes: 11)
 """
+
 import os
 from pathlib import Path
 
@@ -37,6 +38,6 @@ QUICK = os.environ.get("SPECDEC_QUICK", "") == "1"
 BENCH = os.environ.get("SPECDEC_BENCH", "") == "1"
 
 # the shims of the course's moves (old names that still import, with their end): specdec.moved
-from specdec.moved import MODULES as MOVED, NAMES as MOVED_NAMES, install as _install_shims  # noqa: E402
+from specdec.moved import MODULES as MOVED, NAMES as MOVED_NAMES, install as _install_shims  # noqa: E402, F401 (MOVED: re-exported)
 
 _install_shims()

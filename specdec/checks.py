@@ -6,6 +6,7 @@ whose `tolist()` or `__eq__` answers "equal" to anything would pass every compar
 own) and turn it into plain Python before comparing; `exact_plain` accepts only plain Python values
 (int, float, bool, str, None, and lists, tuples and dicts of exactly those types).
 """
+
 import torch
 
 

@@ -10,22 +10,40 @@ so that a notebook a learner saved before a move (their own copy in my-work/) st
 They go with the course release ``SHIMS_END``: tests/test_specdec_layout.py fails once pyproject.toml's version
 reaches it, until they are removed (and with them this module).
 """
+
 import importlib
 import importlib.abc
 import importlib.util
 import sys
 import warnings
 
-SHIMS_END = "0.2.0"            # the course release that removes the shims (pyproject.toml's version; now 0.1.0)
+SHIMS_END = "0.2.0"  # the course release that removes the shims (pyproject.toml's version; now 0.1.0)
 
-MODULES = {"decoding": "core.decoding", "models": "core.models", "drafters": "core.drafters", "trees": "core.trees",
-           "lean": "core.lean", "rounds": "measure.rounds", "bench": "measure.bench", "kernels": "measure.kernels",
-           "timing": "measure.timing", "cpu_model": "measure.cpu_step_model", "cpu_speedup": "measure.cpu_speedup",
-           "profiling": "measure.profiling", "insights": "measure.my_measurements",
-           "train_pair": "training.train_pair", "train_drafters": "training.train_drafters", "train": "training.train",
-           "corpus": "training.corpus", "llama_server": "engines.llama_server", "vllm_bench": "engines.vllm_bench",
-           "vllm_client": "engines.vllm_client", "load": "engines.load", "processes": "engines.processes",
-           "cards": "training.cards"}
+MODULES = {
+    "decoding": "core.decoding",
+    "models": "core.models",
+    "drafters": "core.drafters",
+    "trees": "core.trees",
+    "lean": "core.lean",
+    "rounds": "measure.rounds",
+    "bench": "measure.bench",
+    "kernels": "measure.kernels",
+    "timing": "measure.timing",
+    "cpu_model": "measure.cpu_step_model",
+    "cpu_speedup": "measure.cpu_speedup",
+    "profiling": "measure.profiling",
+    "insights": "measure.my_measurements",
+    "train_pair": "training.train_pair",
+    "train_drafters": "training.train_drafters",
+    "train": "training.train",
+    "corpus": "training.corpus",
+    "llama_server": "engines.llama_server",
+    "vllm_bench": "engines.vllm_bench",
+    "vllm_client": "engines.vllm_client",
+    "load": "engines.load",
+    "processes": "engines.processes",
+    "cards": "training.cards",
+}
 
 NAMES = {("specdec.core.lean", "time_step_parts"): "specdec.measure.profiling"}
 
@@ -33,8 +51,12 @@ PACKAGES = {"specdec.engines": "specdec.engines.install"}
 
 
 def _warn(old, new, stacklevel):
-    warnings.warn(f"{old} is now {new}: this notebook is older than the course's; change its import (or take the "
-                  "course's update)", FutureWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"{old} is now {new}: this notebook is older than the course's; change its import (or take the "
+        "course's update)",
+        FutureWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def moved_name(module, name):
@@ -55,11 +77,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     sys.meta_path: only names nothing else finds."""
 
     def find_spec(self, name, path=None, target=None):
-        old = name[len("specdec."):] if name.startswith("specdec.") else None
+        old = name[len("specdec.") :] if name.startswith("specdec.") else None
         return importlib.util.spec_from_loader(name, self) if old in MODULES else None
 
     def create_module(self, spec):
-        new = f"specdec.{MODULES[spec.name[len('specdec.'):]]}"
+        new = f"specdec.{MODULES[spec.name[len('specdec.') :]]}"
         _warn(spec.name, new, 3)
         return importlib.import_module(new)
 

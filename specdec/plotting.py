@@ -1,4 +1,5 @@
 """Plot helpers so notebook cells stay short: a roofline on log axes."""
+
 import matplotlib.pyplot as plt
 import numpy as np
 

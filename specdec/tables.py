@@ -1,4 +1,5 @@
 """Hardware and model tables from data/, each row with its source."""
+
 import csv
 import json
 import numbers
@@ -16,6 +17,7 @@ class Hardware:
     in (0, 1]; fixed_s: seconds every forward pass pays whatever its size (kernel launches, the engine's
     scheduler and sampler set-up). The defaults 1, 1 and 0 are the datasheet-peak model, the optimistic bound;
     `attainable` gives a copy with measured ones."""
+
     name: str
     memory_bytes: float
     bandwidth_bytes_per_s: float
@@ -42,10 +44,15 @@ class Hardware:
     def describe(self):
         """One line with units: 'H100 SXM: 3.35 TB/s, 989.4 TFLOP/s bf16, 80 GB' (and the attained fractions and
         fixed cost where they are not the peak model's)."""
-        line = (f"{self.name}: {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s, {self.flops_per_s / 1e12:.1f} TFLOP/s bf16, "
-                f"{self.memory_bytes / 1e9:.0f} GB")
+        line = (
+            f"{self.name}: {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s, {self.flops_per_s / 1e12:.1f} TFLOP/s bf16, "
+            f"{self.memory_bytes / 1e9:.0f} GB"
+        )
         if not self.peak:
-            line += f"; attained {self.mbu:.0%} of the bandwidth, {self.mfu:.0%} of the FLOP/s, {self.fixed_s * 1e3:.2f} ms fixed per forward"
+            line += (
+                f"; attained {self.mbu:.0%} of the bandwidth, {self.mfu:.0%} of the FLOP/s, "
+                f"{self.fixed_s * 1e3:.2f} ms fixed per forward"
+            )
         return line
 
 
@@ -56,8 +63,9 @@ def attainable(hw, mbu=1.0, mfu=1.0, fixed_s=0.0, name=None):
     return replace(hw, mbu=mbu, mfu=mfu, fixed_s=fixed_s, name=name or hw.name)
 
 
-def fit_linear_step(hw, fixed_s, per_token_s, per_kv_token_s, streamed_bytes, flops_per_token, kv_bytes_per_token,
-                    name=None):
+def fit_linear_step(
+    hw, fixed_s, per_token_s, per_kv_token_s, streamed_bytes, flops_per_token, kv_bytes_per_token, name=None
+):
     """The attained terms of `hw` from an engine's linear fit of its forward time,
     forward = fixed_s + per_token_s x batched tokens + per_kv_token_s x cached tokens read:
 
@@ -65,16 +73,23 @@ def fit_linear_step(hw, fixed_s, per_token_s, per_kv_token_s, streamed_bytes, fl
     mbu = kv_bytes_per_token / bandwidth / per_kv_token_s (each cached token's KV read, a pure stream; at most 1),
     fixed = fixed_s - streamed_bytes / (bandwidth x mbu) (the fit's constant holds the weight read; what is left
     is paid per forward whatever it reads). Returns attainable(hw, mbu, mfu, fixed)."""
-    for key, value in (("fixed_s", fixed_s), ("per_token_s", per_token_s), ("per_kv_token_s", per_kv_token_s),
-                       ("streamed_bytes", streamed_bytes), ("flops_per_token", flops_per_token),
-                       ("kv_bytes_per_token", kv_bytes_per_token)):
+    for key, value in (
+        ("fixed_s", fixed_s),
+        ("per_token_s", per_token_s),
+        ("per_kv_token_s", per_kv_token_s),
+        ("streamed_bytes", streamed_bytes),
+        ("flops_per_token", flops_per_token),
+        ("kv_bytes_per_token", kv_bytes_per_token),
+    ):
         if not value > 0:
             raise ValueError(f"{key} must be > 0, got {value!r}")
     mfu = min(1.0, flops_per_token / hw.flops_per_s / per_token_s)
     mbu = min(1.0, kv_bytes_per_token / hw.bandwidth_bytes_per_s / per_kv_token_s)
     fixed = fixed_s - streamed_bytes / (hw.bandwidth_bytes_per_s * mbu)
     if fixed < 0:
-        raise ValueError(f"fixed_s {fixed_s} is shorter than the weight read at the fitted bandwidth: not a fit of this model")
+        raise ValueError(
+            f"fixed_s {fixed_s} is shorter than the weight read at the fitted bandwidth: not a fit of this model"
+        )
     return attainable(hw, mbu, mfu, fixed, name=name)
 
 
@@ -137,9 +152,20 @@ def load_moe_configs(path=None):
     return {name: cfg for name, cfg in raw.items() if not name.startswith("_")}
 
 
-MOE_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "tie_word_embeddings",
-            "attention", "experts", "experts_per_token", "expert_intermediate_size", "shared_experts", "dense_layers",
-            "dense_intermediate_size")
+MOE_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "vocab_size",
+    "tie_word_embeddings",
+    "attention",
+    "experts",
+    "experts_per_token",
+    "expert_intermediate_size",
+    "shared_experts",
+    "dense_layers",
+    "dense_intermediate_size",
+)
 
 
 def moe_parameter_counts(cfg, counts_embedding=True):
@@ -159,8 +185,9 @@ def moe_parameter_counts(cfg, counts_embedding=True):
     if cfg["attention"] == "mla":
         qk = cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]
         q = h * cfg["q_lora_rank"] + cfg["q_lora_rank"] * heads * qk if cfg.get("q_lora_rank") else h * heads * qk
-        kv = h * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) + \
-            cfg["kv_lora_rank"] * heads * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"])
+        kv = h * (cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) + cfg["kv_lora_rank"] * heads * (
+            cfg["qk_nope_head_dim"] + cfg["v_head_dim"]
+        )
         attention = q + kv + heads * cfg["v_head_dim"] * h
     elif cfg["attention"] == "gqa":
         hd = cfg.get("head_dim") or h // heads
@@ -177,9 +204,19 @@ def moe_parameter_counts(cfg, counts_embedding=True):
     # the LM head is always read (a tied model's one table is its LM head); the input table only looked up
     heads_read = table if not lm_head else lm_head + (table if counts_embedding else 0)
     active = body + moe_layers * (cfg["experts_per_token"] + cfg["shared_experts"]) * expert + heads_read
-    return {key: float(value) for key, value in (("attention", attention), ("expert", expert), ("router", router),
-                                                  ("dense_mlp", dense_mlp), ("embedding", table),
-                                                  ("lm_head", lm_head), ("total", total), ("active", active))}
+    return {
+        key: float(value)
+        for key, value in (
+            ("attention", attention),
+            ("expert", expert),
+            ("router", router),
+            ("dense_mlp", dense_mlp),
+            ("embedding", table),
+            ("lm_head", lm_head),
+            ("total", total),
+            ("active", active),
+        )
+    }
 
 
 @dataclass(frozen=True)
@@ -189,11 +226,12 @@ class TPGroup:
     are summed by an all-reduce (two per layer). The draft may run on fewer GPUs (vLLM V0's
     `draft_tensor_parallel_size`; vLLM V1 requires a draft model's size to equal the target's, so fewer is a
     what-if there). Memory, bandwidth and FLOP/s are per GPU; `memory_bytes` is the group's total."""
+
     gpu: Hardware
     n_gpus: int
     draft_n_gpus: int
-    link_bytes_per_s: float        # interconnect bandwidth per GPU, one direction
-    allreduce_latency_s: float     # the fixed time of one small all-reduce
+    link_bytes_per_s: float  # interconnect bandwidth per GPU, one direction
+    allreduce_latency_s: float  # the fixed time of one small all-reduce
     fixed_s_per_layer: float = 0.0  # launch and framework time per layer of a forward, not hidden by the kernels
 
     @property
@@ -235,5 +273,8 @@ class TPGroup:
         return replace(self, n_gpus=self.draft_n_gpus)
 
     def describe(self):
-        return (f"{self.name}: per GPU {self.gpu.describe().split(': ', 1)[1]}; link {self.link_bytes_per_s / 1e9:.0f} GB/s, "
-                f"all-reduce latency {self.allreduce_latency_s * 1e6:.0f} us")
+        return (
+            f"{self.name}: per GPU {self.gpu.describe().split(': ', 1)[1]}; "
+            f"link {self.link_bytes_per_s / 1e9:.0f} GB/s, "
+            f"all-reduce latency {self.allreduce_latency_s * 1e6:.0f} us"
+        )

@@ -1,4 +1,5 @@
 """Shared helpers for the notebook tests: find notebooks, run them the way nbgrader does, read the contract."""
+
 import re
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from traitlets.config import Config
 from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
 
 ASSIGNMENTS = assignments()
-NOTEBOOK_SECONDS = 180      # the course's promise: each notebook runs on a 2-core CPU in under 3 minutes
+NOTEBOOK_SECONDS = 180  # the course's promise: each notebook runs on a 2-core CPU in under 3 minutes
 
 
 def solution_path(name):
@@ -50,8 +51,8 @@ class SavedOutputsValidator(RecordingValidator):
 # tests/test_browser.py fills it (Run All in JupyterLab, then File > Save); tests/test_notebooks.py judges
 # those outputs instead of executing the notebook a second time, and executes it itself when it is absent.
 EXECUTED = {}
-MEASUREMENTS = {}       # name -> the my_measurements.json its browser run wrote (specdec/measure/my_measurements.py)
-SESSION_START = time.time()      # a file older than this was not written by this test run
+MEASUREMENTS = {}  # name -> the my_measurements.json its browser run wrote (specdec/measure/my_measurements.py)
+SESSION_START = time.time()  # a file older than this was not written by this test run
 
 
 def judge(path):
@@ -88,7 +89,7 @@ def solution_namespace(name):
     for cell in nb.cells:
         meta = cell.metadata
         grading = meta.get("nbgrader", {})
-        given = grading.get("locked") and not grading.get("grade")    # locked cells restating earlier answers
+        given = grading.get("locked") and not grading.get("grade")  # locked cells restating earlier answers
         if cell.cell_type == "code" and ("setup" in meta.get("tags", []) or grading.get("solution") or given):
             exec(compile(cell.source, f"{name}:{meta.get('nbgrader', {}).get('grade_id', 'setup')}", "exec"), namespace)
     return namespace
@@ -96,8 +97,9 @@ def solution_namespace(name):
 
 def without_solution_markers(source):
     """A solution cell's source with its `### BEGIN SOLUTION` / `### END SOLUTION` lines dropped."""
-    return "\n".join(line for line in source.splitlines()
-                     if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION"))
+    return "\n".join(
+        line for line in source.splitlines() if line.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+    )
 
 
 def read(path):
@@ -110,7 +112,7 @@ CONTRACT = REPO / "docs" / "contract.md"
 ENTRY = re.compile(r"^#### `([A-Za-z_][A-Za-z0-9_]*)(?:\((.*)\))?`\s*$")
 PART = re.compile(r"^### (Part [A-Za-z0-9]+) \((\d+(?:\.\d+)?) points?\)")
 RULE_LINE = re.compile(r'^- `rule: ([^`]+)` *(?:—|--) *"(.+)"\s*$')
-CELL_LINE = re.compile(r"^`(test_\w+)` \((\d+(?:\.\d+)?) points?\): (.+)$")   # a test cell: id, points, what it checks
+CELL_LINE = re.compile(r"^`(test_\w+)` \((\d+(?:\.\d+)?) points?\): (.+)$")  # a test cell: id, points, what it checks
 
 
 def words(text):
@@ -133,8 +135,9 @@ def parse_contract(text=None):
             continue
         m = PART.match(line)
         if m and assignment:
-            part = doc[assignment].setdefault(m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {},
-                                                           "cells": {}})
+            part = doc[assignment].setdefault(
+                m.group(1), {"points": float(m.group(2)), "entries": {}, "rules": {}, "cells": {}}
+            )
             cell = None
             continue
         m = ENTRY.match(line)
@@ -144,8 +147,9 @@ def parse_contract(text=None):
             continue
         m = CELL_LINE.match(line)
         if m and part is not None:
-            cell = part["cells"].setdefault(m.group(1), {"points": float(m.group(2)), "what": m.group(3).strip(),
-                                                         "rules": []})
+            cell = part["cells"].setdefault(
+                m.group(1), {"points": float(m.group(2)), "what": m.group(3).strip(), "rules": []}
+            )
             continue
         m = RULE_LINE.match(line)
         if m and part is not None:

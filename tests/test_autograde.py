@@ -1,12 +1,12 @@
 """The grading tool's parts (no kernel), and `python -m autograde check` end to end."""
+
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments
-from autograde import guard_kernel
+from autograde import NOTEBOOKS, REPO, SOLUTIONS, assignments, guard_kernel
 from autograde.assignment import is_locked_cell, load_assignment, nbgrader_meta, source_notebook
 from autograde.grade_class import discover
 from autograde.lint import hidden_names_used_elsewhere
@@ -51,14 +51,15 @@ def test_normalize_restores_tests_and_drops_forged_metadata():
     released = nbformat.read(str(LEARNER), as_version=4)
     nb = nbformat.read(str(LEARNER), as_version=4)
     tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    nb.cells = [c for c in nb.cells if c not in tests[1:]]            # delete every test cell but the first
+    nb.cells = [c for c in nb.cells if c not in tests[1:]]  # delete every test cell but the first
     fake = nbformat.v4.new_code_cell("pass")
     fake.metadata["nbgrader"] = {"grade": True, "grade_id": "not_a_test", "points": 100}
     nb.cells.insert(0, fake)
     notes = normalize(nb, released)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-    assert [i for i in ids if i] == [i for i in (c.metadata.get("nbgrader", {}).get("grade_id")
-                                                 for c in released.cells) if i]
+    assert [i for i in ids if i] == [
+        i for i in (c.metadata.get("nbgrader", {}).get("grade_id") for c in released.cells) if i
+    ]
     assert "nbgrader" not in nb.cells[0].metadata
     assert any(f"restored {len(tests) - 1}" in n for n in notes) and any("not_a_test" in n for n in notes)
 
@@ -68,10 +69,10 @@ def test_normalize_puts_back_a_deleted_setup_cell_where_it_was():
     nb = nbformat.read(str(LEARNER), as_version=4)
     setup_at = next(i for i, c in enumerate(nb.cells) if is_locked_cell(c))
     nb.cells[setup_at].source = "import numpy as np  # my own set-up"
-    del nb.cells[setup_at].metadata["nbgrader"]                   # metadata stripped: no longer the locked cell
+    del nb.cells[setup_at].metadata["nbgrader"]  # metadata stripped: no longer the locked cell
     notes = normalize(nb, released)
     restored = [i for i, c in enumerate(nb.cells) if is_locked_cell(c)]
-    assert restored == [0], restored                             # on top: it runs before everything
+    assert restored == [0], restored  # on top: it runs before everything
     assert nb.cells[0].source == released.cells[setup_at].source
     assert any("restored 1" in n and "setup" in n for n in notes), notes
 
@@ -89,15 +90,26 @@ def test_every_setup_cell_is_locked(name):
 # ------------------------------------------------------------------------------------------- scan
 def test_scan_passes_the_solution_and_flags_tampering():
     assert scan(nbformat.read(str(SOLUTION), as_version=4), nbformat.read(str(LEARNER), as_version=4)) == []
-    found = findings_in("import sys\nx = sys._getframe(1).f_globals\nget_ipython()\ndef abs(x): return 0\n"
-                        "math.isclose = lambda *a: True\ngetattr(obj, name)\n", {"math"})
-    for needle in ("._getframe", ".f_globals", "get_ipython", "redefines builtin abs", "monkeypatches math.isclose",
-                   "getattr with a computed name"):
+    found = findings_in(
+        "import sys\nx = sys._getframe(1).f_globals\nget_ipython()\ndef abs(x): return 0\n"
+        "math.isclose = lambda *a: True\ngetattr(obj, name)\n",
+        {"math"},
+    )
+    for needle in (
+        "._getframe",
+        ".f_globals",
+        "get_ipython",
+        "redefines builtin abs",
+        "monkeypatches math.isclose",
+        "getattr with a computed name",
+    ):
         assert needle in found, found
     assert findings_in("import torch\ntorch.backends.cudnn.benchmark = True\nmodel.modules()\n", {"torch"}) == []
     # aliasing the dynamic attribute functions hides the names they reach from the checks above
-    found = findings_in("put = setattr\nput(f, '__co' + 'de__', g)\nlist(map(getattr, [a], ['x']))\n"
-                        "f.__closure__[0].cell_contents = 1\n")
+    found = findings_in(
+        "put = setattr\nput(f, '__co' + 'de__', g)\nlist(map(getattr, [a], ['x']))\n"
+        "f.__closure__[0].cell_contents = 1\n"
+    )
     assert {"setattr passed on as a value", "getattr passed on as a value", ".cell_contents"} <= set(found), found
     assert findings_in("x = getattr(model, 'config')\nif hasattr(model, 'lm_head'): pass\n") == []
 
@@ -106,8 +118,9 @@ def test_scan_passes_the_solution_and_flags_tampering():
 def test_guard_hides_shadowed_builtins_and_catches_patching():
     ns = {"__builtins__": __builtins__, "abs": lambda x: 0}
     failure = guard_kernel.run_test_cell("assert abs(-3) == 3", ns)
-    assert failure is None and "abs" in ns                            # the student's abs is hidden, then back
+    assert failure is None and "abs" in ns  # the student's abs is hidden, then back
     import builtins
+
     real = builtins.abs
     ns = {"__builtins__": builtins, "f": lambda: setattr(builtins, "abs", lambda x: 0) or 1}
     failure = guard_kernel.run_test_cell("f()\nassert abs(-1) == 1", ns)
@@ -120,9 +133,11 @@ def test_guard_hides_shadowed_builtins_and_catches_patching():
 def test_guard_keeps_hidden_definitions_away_from_the_student():
     ns = {"__builtins__": __builtins__}
     exec("def f():\n    try:\n        return want\n    except NameError:\n        return 0\n", ns)
-    cell = "got = f()\nassert got == 0\n### BEGIN HIDDEN TESTS\nwant = 5\nassert f() == 5, 'oracle'\n### END HIDDEN TESTS"
+    cell = (
+        "got = f()\nassert got == 0\n### BEGIN HIDDEN TESTS\nwant = 5\nassert f() == 5, 'oracle'\n### END HIDDEN TESTS"
+    )
     assert guard_kernel.run_test_cell(cell, ns) == ("AssertionError", "oracle", 5)
-    assert ns["got"] == 0 and "want" not in ns          # the visible part's names stay, the hidden ones do not
+    assert ns["got"] == 0 and "want" not in ns  # the visible part's names stay, the hidden ones do not
 
 
 @pytest.mark.parametrize("name", assignments())
@@ -144,13 +159,13 @@ def test_hidden_dependency_detector_finds_one():
 def test_discover_handles_every_layout(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    (subs / "alice.ipynb").write_bytes(LEARNER.read_bytes())                        # one file per student
+    (subs / "alice.ipynb").write_bytes(LEARNER.read_bytes())  # one file per student
     (subs / "bob").mkdir()
-    (subs / "bob" / "Untitled (1).ipynb").write_bytes(LEARNER.read_bytes())        # one folder, odd name
-    (subs / "carol" / A).mkdir(parents=True)                                        # nbgrader submitted/
+    (subs / "bob" / "Untitled (1).ipynb").write_bytes(LEARNER.read_bytes())  # one folder, odd name
+    (subs / "carol" / A).mkdir(parents=True)  # nbgrader submitted/
     (subs / "carol" / A / f"{A}.ipynb").write_bytes(LEARNER.read_bytes())
-    (subs / "dave").mkdir()                                                         # nothing in it
-    (subs / "e v*e").mkdir()                                                        # an unsafe name
+    (subs / "dave").mkdir()  # nothing in it
+    (subs / "e v*e").mkdir()  # an unsafe name
     (subs / "e v*e" / f"{A}.ipynb").write_text("{")
     (subs / "notes.txt").write_text("not a submission")
     found = {s.student: s for s in discover(subs, load_assignment(A))}
@@ -168,13 +183,19 @@ def test_discover_handles_every_layout(tmp_path):
 # ------------------------------------------------------------------------------------- check (CLI)
 def _check(path, tmp_path, cache):
     env = {**tool_env(), "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run([sys.executable, "-m", "autograde", "check", str(path)], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", "check", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
 
 
 @pytest.mark.timeout(600)
 def test_check_gives_the_untouched_notebook_zero_and_one_hint_per_part(tmp_path, grader_cache):
-    copy = tmp_path / "my work" / "notebook.ipynb"                    # any folder, any name
+    copy = tmp_path / "my work" / "notebook.ipynb"  # any folder, any name
     copy.parent.mkdir()
     copy.write_bytes(LEARNER.read_bytes())
     done = _check(copy, tmp_path, grader_cache)
@@ -184,7 +205,7 @@ def test_check_gives_the_untouched_notebook_zero_and_one_hint_per_part(tmp_path,
     assert out.count("hint:") == 4, out
     for fn in ("weight_bytes", "ridge_point", "kv_bytes_per_token", "decode_step_seconds"):
         assert f"write {fn}()" in out, out
-    assert "got = weight_bytes(cfg_8b)" in out                        # the visible line that failed
+    assert "got = weight_bytes(cfg_8b)" in out  # the visible line that failed
     assert "BEGIN HIDDEN" not in out and "_ref_params" not in out
 
 
@@ -197,6 +218,7 @@ def test_check_refuses_what_it_cannot_grade(tmp_path, grader_cache):
 
 def test_release_command_still_works(tmp_path):
     from autograde.release import release
+
     assert release([A], release_dir=str(tmp_path / "r"), db_url=f"sqlite:///{tmp_path / 'g.db'}", given=False) == [A]
     assert (tmp_path / "r" / A / f"{A}.ipynb").exists()
     assert REPO.joinpath("autograde", "__main__.py").exists()
@@ -221,9 +243,11 @@ def test_check_names_the_rule_a_hidden_test_found_broken(tmp_path, grader_cache)
     part's text states it, and nothing of the hidden tests but their labels is printed."""
     name = "03_acceptance_math"
     nb = nbformat.read(str(NOTEBOOKS / name / f"{name}.ipynb"), as_version=4)
-    solutions = {c.metadata["nbgrader"]["grade_id"]: c.source for c in
-                 nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4).cells
-                 if c.metadata.get("nbgrader", {}).get("solution")}
+    solutions = {
+        c.metadata["nbgrader"]["grade_id"]: c.source
+        for c in nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("solution")
+    }
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if cell.metadata.get("nbgrader", {}).get("solution"):
@@ -239,8 +263,9 @@ def test_check_names_the_rule_a_hidden_test_found_broken(tmp_path, grader_cache)
     part_a = load_assignment(name).parts[0]
     stated = " ".join(c.source for c in nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4).cells)
     assert "k not an integer" in stated or "k that is not an integer" in stated, "the notebook must state the rule"
-    hidden = "".join(t.source.split("### BEGIN HIDDEN TESTS", 1)[1] for t in part_a.tests
-                     if "### BEGIN HIDDEN TESTS" in t.source)
+    hidden = "".join(
+        t.source.split("### BEGIN HIDDEN TESTS", 1)[1] for t in part_a.tests if "### BEGIN HIDDEN TESTS" in t.source
+    )
     for line in hidden.splitlines():
         line = line.strip()
         if len(line) > 25 and "rule: " not in line:

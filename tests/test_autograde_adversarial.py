@@ -6,6 +6,7 @@ cheat), that the other students were still graded, that the gradebook agrees wit
 that the message names the student and the cause.  The sandbox cases aim at the real paths of this
 run's gradebook and of another student's files, and at a TCP port this test listens on.
 """
+
 import hashlib
 import html
 import inspect
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from adversarial import cases
-from adversarial.cases import A, VICTIM
+from adversarial.cases import VICTIM, A
 from adversarial.classrun import class_run
+
 from autograde import REPO, sandbox
 from autograde.release import tool_env
 
@@ -30,8 +31,9 @@ pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(1500)]
 PROTECTED = [REPO / "specdec" / "__init__.py", REPO / "data" / "hardware.csv", cases.SOLUTION, cases.RELEASED]
 REPORT = REPO / "tests" / "artifacts" / "adversarial_report.md"
 # every graded test cell of the released notebook is a grade of its own in the gradebook
-RELEASED_TESTS = {cases.meta(c)["grade_id"] for c in nbformat.read(str(cases.RELEASED), as_version=4).cells
-                  if cases.is_test(c)}
+RELEASED_TESTS = {
+    cases.meta(c)["grade_id"] for c in nbformat.read(str(cases.RELEASED), as_version=4).cells if cases.is_test(c)
+}
 
 
 def _sha(path):
@@ -39,8 +41,7 @@ def _sha(path):
 
 
 def _run_class(subs, work, *extra):
-    env = {**tool_env(),
-           "AUTOGRADE_TEST_SECRET": "the grader's environment must not reach the student"}
+    env = {**tool_env(), "AUTOGRADE_TEST_SECRET": "the grader's environment must not reach the student"}
     return class_run(A, subs, work, *extra, env=env)
 
 
@@ -75,11 +76,21 @@ def run(tmp_path_factory):
     expect = cases.build(root / "subs", ctx)
     victim_submission = next((root / "subs" / VICTIM).rglob("*.ipynb")).read_bytes()
     before = {p: _sha(p) for p in PROTECTED}
-    done, rows = _run_class(root / "subs", ctx.work, "--cell-timeout", "20", "--notebook-timeout", "120",
-                            "--jobs", "2", "--skip-preflight")   # the preflight is tested elsewhere
+    done, rows = _run_class(
+        root / "subs", ctx.work, "--cell-timeout", "20", "--notebook-timeout", "120", "--jobs", "2", "--skip-preflight"
+    )  # the preflight is tested elsewhere
     listener.sock.close()
-    return {"root": root, "work": ctx.work, "ctx": ctx, "expect": expect, "done": done, "rows": rows,
-            "listener": listener, "before": before, "victim_submission": victim_submission}
+    return {
+        "root": root,
+        "work": ctx.work,
+        "ctx": ctx,
+        "expect": expect,
+        "done": done,
+        "rows": rows,
+        "listener": listener,
+        "before": before,
+        "victim_submission": victim_submission,
+    }
 
 
 def _outputs_text(work, student):
@@ -90,7 +101,9 @@ def _outputs_text(work, student):
 # ------------------------------------------------------------------------------------------ the run
 def test_the_class_run_completes_and_grades_everyone(run):
     done, rows = run["done"], run["rows"]
-    assert done.returncode == 0, f"exit {done.returncode}\nstdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (
+        f"exit {done.returncode}\nstdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+    )
     assert set(rows) == set(run["expect"]), f"students in grades.csv: {sorted(rows)}"
     for student, parts in rows.items():
         assert len(parts) == 5 and "total" in parts, f"{student}: expected 4 parts and a total, got {list(parts)}"
@@ -98,12 +111,36 @@ def test_the_class_run_completes_and_grades_everyone(run):
 
 
 CASES = [
-    "blank", "correct", "hardcoded", "lookup", "edited_test", "deleted_test", "stripped_metadata",
-    "cell_type_changed", "reordered", "forged_metadata", "loop_in_answer", "loop_after_answer",
-    "loop_uninterruptible", "os_exit", "sys_exit", "big_output", "truncated_json", "other_assignment", "missing",
-    "monkeypatch", "builtins_shadow", "hide_errors", "patch_during_test", "global_oracle", "frame_oracle",
+    "blank",
+    "correct",
+    "hardcoded",
+    "lookup",
+    "edited_test",
+    "deleted_test",
+    "stripped_metadata",
+    "cell_type_changed",
+    "reordered",
+    "forged_metadata",
+    "loop_in_answer",
+    "loop_after_answer",
+    "loop_uninterruptible",
+    "os_exit",
+    "sys_exit",
+    "big_output",
+    "truncated_json",
+    "other_assignment",
+    "missing",
+    "monkeypatch",
+    "builtins_shadow",
+    "hide_errors",
+    "patch_during_test",
+    "global_oracle",
+    "frame_oracle",
     "read_solutions",
-    "write_other", "network", "memory_hog"]
+    "write_other",
+    "network",
+    "memory_hog",
+]
 
 
 @pytest.mark.parametrize("student", CASES)
@@ -136,6 +173,7 @@ def test_messages_name_the_student_and_the_cause(run):
 
 def test_gradebook_agrees_with_the_csv(run):
     from nbgrader.api import Gradebook
+
     with Gradebook(f"sqlite:///{run['work'] / 'gradebook.db'}", "speculative-decoding") as gb:
         assert sorted(s.id for s in gb.students) == sorted(run["expect"])
         for student, parts in run["rows"].items():
@@ -155,13 +193,21 @@ def test_feedback_holds_no_hidden_test(run):
     for cell in nbformat.read(str(cases.SOLUTION), as_version=4).cells:
         if "### BEGIN HIDDEN TESTS" in cell.source:
             block = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
-            hidden += [ln.strip() for ln in block.splitlines()
-                       if len(ln.strip()) > 15 and json.dumps(ln.strip())[1:-1] not in released_text]
+            hidden += [
+                ln.strip()
+                for ln in block.splitlines()
+                if len(ln.strip()) > 15 and json.dumps(ln.strip())[1:-1] not in released_text
+            ]
     # 01's hidden tests are its judge's code (a judged cell's hidden block is one line naming it)
     from autograde.judges import nb01
-    hidden += [ln.strip() for ln in inspect.getsource(nb01).splitlines()
-               if len(ln.strip()) > 15 and not ln.strip().startswith(('"', "'", "#"))
-               and json.dumps(ln.strip())[1:-1] not in released_text]
+
+    hidden += [
+        ln.strip()
+        for ln in inspect.getsource(nb01).splitlines()
+        if len(ln.strip()) > 15
+        and not ln.strip().startswith(('"', "'", "#"))
+        and json.dumps(ln.strip())[1:-1] not in released_text
+    ]
     assert len(hidden) > 20
     pages = sorted((run["work"] / "feedback").rglob("*.html"))
     assert len(pages) == len(run["expect"])
@@ -180,7 +226,7 @@ def test_sandbox_hides_solutions_gradebook_and_other_students(run):
     text = _outputs_text(run["work"], "read_solutions")
     assert "LEAK" not in text, text
     assert text.count("blocked") == 6, text
-    assert "clean /proc/1/environ" in text, text                     # bwrap's environment is not ours
+    assert "clean /proc/1/environ" in text, text  # bwrap's environment is not ours
     assert f"{A}.ipynb" not in text.split("files here:")[1].splitlines()[0]
     assert float(run["rows"]["read_solutions"]["total"]["score"]) == 0
 
@@ -231,8 +277,9 @@ def test_output_is_capped(run):
 def test_whole_notebook_time_limit(tmp_path):
     expect = cases.build_limits(tmp_path / "subs")
     # limits this short cannot run the solution either: no preflight
-    done, rows = _run_class(tmp_path / "subs", tmp_path / "work", "--cell-timeout", "3", "--notebook-timeout", "10",
-                            "--skip-preflight")
+    done, rows = _run_class(
+        tmp_path / "subs", tmp_path / "work", "--cell-timeout", "3", "--notebook-timeout", "10", "--skip-preflight"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for student, e in expect.items():
         total = rows[student]["total"]
@@ -247,6 +294,7 @@ def test_without_the_guard_the_judges_still_hold(tmp_path, run):
     kernel (issue 61), so without the guard they still score nothing but the input checks the VALIDATING answers
     meet honestly: the guard and the scan are defence in depth that can only add a flag."""
     from autograde.course import Course
+
     course = Course(tmp_path / "work", cell_timeout=20, notebook_timeout=120, guard=False)
     course.prepare(A)
     for student, unguarded in (("hide_errors", 0), ("builtins_shadow", 4), ("global_oracle", 0)):
@@ -265,8 +313,10 @@ def test_write_report(run):
     lines = ["| case | what it does | score | autograded | status | seconds / detail |", "|---|---|---|---|---|---|"]
     for student, e in sorted(run["expect"].items()):
         total = run["rows"][student]["total"]
-        lines.append(f"| {student} | {e.what} | {total['score']}/{total['max_score']} | {total['autograded_score']} "
-                     f"| {total['status']} | {total['detail'][:160]} |")
+        lines.append(
+            f"| {student} | {e.what} | {total['score']}/{total['max_score']} | {total['autograded_score']} "
+            f"| {total['status']} | {total['detail'][:160]} |"
+        )
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text("\n".join(lines) + "\n\n```\n" + run["done"].stdout[-6000:] + "\n```\n")
     print("\n".join(lines))

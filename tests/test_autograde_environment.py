@@ -2,6 +2,7 @@
 checkout that grades, whatever the environment's install of it points at; a class run first grades the
 solution (preflight) and stops with the cause when that fails; a locked cell that fails before any of the
 student's code ran makes the submission `error` (no score, manual grading), and `check` says so."""
+
 import csv
 import shutil
 import sqlite3
@@ -38,8 +39,13 @@ def elsewhere(tmp_path_factory):
 
 def _class(course, subs, work, *extra):
     # `python -m autograde` from the copy's folder runs the copy's grader with this environment's packages
-    return subprocess.run([sys.executable, "-m", "autograde", "class", A, str(subs), "--work", str(work), *extra],
-                          capture_output=True, text=True, cwd=course, env=tool_env())
+    return subprocess.run(
+        [sys.executable, "-m", "autograde", "class", A, str(subs), "--work", str(work), *extra],
+        capture_output=True,
+        text=True,
+        cwd=course,
+        env=tool_env(),
+    )
 
 
 def _rows(work):
@@ -48,8 +54,13 @@ def _rows(work):
 
 
 def test_the_environment_imports_specdec_from_another_checkout(elsewhere):
-    where = subprocess.run([sys.executable, "-c", "import specdec; print(specdec.__file__)"], capture_output=True,
-                           text=True, cwd="/", env=tool_env()).stdout.strip()
+    where = subprocess.run(
+        [sys.executable, "-c", "import specdec; print(specdec.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=tool_env(),
+    ).stdout.strip()
     assert where and not where.startswith(str(elsewhere["copy"])), where
 
 
@@ -72,8 +83,9 @@ def test_the_preflight_stops_a_class_that_cannot_grade_the_solution(broken):
     work = broken["root"] / "work-preflight"
     done = _class(broken["copy"], broken["subs"], work)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "preflight failed" in done.stderr and "hardware.csv" in done.stderr and "No student was graded" \
-        in done.stderr, done.stderr
+    assert (
+        "preflight failed" in done.stderr and "hardware.csv" in done.stderr and "No student was graded" in done.stderr
+    ), done.stderr
     assert not (work / f"grades_{A}.csv").exists()
 
 
@@ -91,9 +103,13 @@ def test_a_failing_setup_cell_is_an_error_not_the_students_zero(broken):
 
 
 def test_check_says_the_course_environment_is_broken(broken):
-    done = subprocess.run([sys.executable, "-m", "autograde", "check",
-                           str(broken["subs"] / "good" / f"{A}.ipynb")],
-                          capture_output=True, text=True, cwd=broken["copy"], env=tool_env())
+    done = subprocess.run(
+        [sys.executable, "-m", "autograde", "check", str(broken["subs"] / "good" / f"{A}.ipynb")],
+        capture_output=True,
+        text=True,
+        cwd=broken["copy"],
+        env=tool_env(),
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Your code is not the cause" in done.stdout and "hardware.csv" in done.stdout, done.stdout
 
@@ -103,8 +119,13 @@ def _graded(events, own_files=()):
 
 
 def test_who_is_blamed_for_a_failing_locked_cell():
-    early = {"cell": 1, "grade_id": "setup", "ename": "ModuleNotFoundError", "evalue": "No module named 'specdec'",
-             "after_student_code": False}
+    early = {
+        "cell": 1,
+        "grade_id": "setup",
+        "ename": "ModuleNotFoundError",
+        "evalue": "No module named 'specdec'",
+        "after_student_code": False,
+    }
     late = dict(early, grade_id="given_answers", ename="NameError", after_student_code=True)
     assert "grading environment is broken" in _graded([early]).course_failure
     assert _graded([early]).locked_notes == []
@@ -118,7 +139,10 @@ def test_a_course_cell_past_its_time_limit_is_the_courses_failure_never_the_stud
     timed_out = Graded("s", True, record=RunRecord(course_timeouts=[{"cell": 31, "seconds": 120}]))
     assert "cell 31" in timed_out.course_failure and "120 s" in timed_out.course_failure
     assert "waits for an instructor" in timed_out.course_failure
-    assert Graded("s", True, record=RunRecord(events=[{"kind": "timeout", "cell": 31, "message": "x"}])).course_failure == ""
+    assert (
+        Graded("s", True, record=RunRecord(events=[{"kind": "timeout", "cell": 31, "message": "x"}])).course_failure
+        == ""
+    )
     assert RunRecord.from_dict(timed_out.record.to_dict()).course_timeouts == [{"cell": 31, "seconds": 120}]
 
 
@@ -131,7 +155,12 @@ def test_the_graders_own_submitted_folder_is_refused_and_left_intact(tmp_path):
     shutil.copy(REPO / "solutions" / A / f"{A}.ipynb", nb_path)
     before = nb_path.read_bytes()
     for given in (work / "submitted", work):
-        done = subprocess.run([sys.executable, "-m", "autograde", "class", A, str(given), "--work", str(work),
-                               "--skip-preflight"], capture_output=True, text=True, cwd="/", env=tool_env())
+        done = subprocess.run(
+            [sys.executable, "-m", "autograde", "class", A, str(given), "--work", str(work), "--skip-preflight"],
+            capture_output=True,
+            text=True,
+            cwd="/",
+            env=tool_env(),
+        )
         assert done.returncode == 2 and "the grader's own submitted/ folder" in done.stderr, done.stderr
         assert nb_path.read_bytes() == before

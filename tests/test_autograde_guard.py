@@ -1,5 +1,6 @@
 """The kernel's guard (autograde/guard_kernel.py), in-process: what the course's locked cells bind stays what
 the tests see, whatever form the rebinding takes; correct code that uses new names is untouched."""
+
 import builtins
 
 import pytest
@@ -44,7 +45,7 @@ FORMS = {
     "assignment": "greedy_generate = lambda *args, **kwargs: None",
     "def": "def greedy_generate(model, prompt, n):\n    return prompt",
     "class": "class ForwardCounter:\n    calls = 0\n    def __init__(self, model): pass\n"
-             "    def __enter__(self): return self\n    def __exit__(self, *a): return False",
+    "    def __enter__(self): return self\n    def __exit__(self, *a): return False",
     "import as": "import random as greedy_generate",
     "from-import of another object": "from specdec.core.decoding import sample as greedy_generate",
     "globals()[...]": "globals()['greedy_generate'] = print",
@@ -60,6 +61,7 @@ FORMS = {
 @pytest.mark.parametrize("form", FORMS)
 def test_every_form_of_rebinding_fails_the_test_and_is_undone(form):
     import specdec.core.decoding
+
     real = specdec.core.decoding.greedy_generate, specdec.core.decoding.ForwardCounter.__dict__.get("__exit__")
     ns, locked = _notebook(FORMS[form])
     failure = guard_kernel.run_test_cell(TEST, ns, locked)
@@ -67,7 +69,10 @@ def test_every_form_of_rebinding_fails_the_test_and_is_undone(form):
     assert "Before this test" in failure[1] and "new names" in failure[1], failure
     # everything is back: the next test passes, and the package is as it was
     assert guard_kernel.run_test_cell(TEST, ns, locked) is None
-    assert (specdec.core.decoding.greedy_generate, specdec.core.decoding.ForwardCounter.__dict__.get("__exit__")) == real
+    assert (
+        specdec.core.decoding.greedy_generate,
+        specdec.core.decoding.ForwardCounter.__dict__.get("__exit__"),
+    ) == real
 
 
 def test_the_message_names_what_was_rebound_and_where_it_was_defined():
@@ -107,9 +112,9 @@ def test_rebinding_while_a_test_runs_fails_that_test():
 
 CORRECT = {
     "the same objects imported again": "import math\nimport numpy as np\n"
-                                       "from specdec.core.decoding import ForwardCounter, greedy_generate",
+    "from specdec.core.decoding import ForwardCounter, greedy_generate",
     "helpers under new names": "def my_greedy(model, prompt, n):\n    return greedy_generate(model, prompt, n)\n"
-                               "local_limits = list(limits) + [4]\nmy_hw = dict(hardware)\nmy_hw['X'] = 1",
+    "local_limits = list(limits) + [4]\nmy_hw = dict(hardware)\nmy_hw['X'] = 1",
     "local variables that shadow nothing global": "def f(hardware, limits):\n    hardware = {}\n    return limits",
     "calling the given objects": "counted = model.step()\nsize = len(limits)",
 }
@@ -142,15 +147,18 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
     second passed too before the stats test counted the work done: a counter that never counts now fails its
     lower bound, so it fails without the record as well.)"""
     import nbformat
-
     from adversarial import cases04
+
     nb = nbformat.read(str(cases04.SOLUTION), as_version=4)
     setup = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
-    tests = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
-             if c.metadata.get("nbgrader", {}).get("grade")}
+    tests = {
+        c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+    }
     verify = cases04.solution_answers()["verify"]
-    for answer, test in ((cases04.REBIND_REFERENCE, "test_speculative_generate_greedy"),
-                         (cases04.REBIND_COUNTER, "test_speculative_generate_stats")):
+    for answer, test in (
+        (cases04.REBIND_REFERENCE, "test_speculative_generate_greedy"),
+        (cases04.REBIND_COUNTER, "test_speculative_generate_stats"),
+    ):
         verdicts = []
         for record in (False, True):
             locked = guard_kernel.LockedBindings(packages=("specdec",))
@@ -172,11 +180,13 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
 def test_a_patched_re_search_is_undone_before_a_message_check():
     """Hidden tests check error messages with re.search: a student's `re.search = ...` must not reach them."""
     import re
+
     real = re.search
     ns, locked = _notebook("import re\nre.search = lambda *args, **kwargs: True")
     try:
         failure = guard_kernel.run_test_cell(
-            'import re\nassert re.search(r"\\bk\\b", "no such word") is None, "rule: m"', ns, locked)
+            'import re\nassert re.search(r"\\bk\\b", "no such word") is None, "rule: m"', ns, locked
+        )
     finally:
         re.search = real
     assert failure is None, failure
@@ -197,37 +207,50 @@ tree_loop = _make_loop(lambda i: i * i)
 '''
 
 
-@pytest.mark.parametrize("student, what", [
-    ("tree_loop.__closure__[0].cell_contents = lambda i: 0", "tree_loop.__closure__"),
-    ("def _swap(step):\n    def zero(n):\n        return [step] * n\n    return zero\n"
-     "tree_loop.__code__ = _swap(0).__code__", "tree_loop.__code__"),
-    ("def _k(step=None): pass\n_make_loop.__defaults__ = (1,)", "_make_loop.__defaults__"),
-])
+@pytest.mark.parametrize(
+    "student, what",
+    [
+        ("tree_loop.__closure__[0].cell_contents = lambda i: 0", "tree_loop.__closure__"),
+        (
+            "def _swap(step):\n    def zero(n):\n        return [step] * n\n    return zero\n"
+            "tree_loop.__code__ = _swap(0).__code__",
+            "tree_loop.__code__",
+        ),
+        ("def _k(step=None): pass\n_make_loop.__defaults__ = (1,)", "_make_loop.__defaults__"),
+    ],
+)
 def test_a_swapped_closure_code_or_defaults_of_a_given_function_fails_the_test_and_is_undone(student, what):
     ns, locked = _notebook(student, CLOSURE_SETUP)
     failure = guard_kernel.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked)
     assert failure is not None and failure[0] == "GraderIntegrityError" and what in failure[1], failure
-    assert ns["tree_loop"](4) == [0, 1, 4, 9]                          # put back: the next test runs on it
+    assert ns["tree_loop"](4) == [0, 1, 4, 9]  # put back: the next test runs on it
     assert guard_kernel.run_test_cell("assert tree_loop(4) == [0, 1, 4, 9], 'rule: loop'", ns, locked) is None
 
 
 def test_a_replaced_sys_modules_entry_fails_the_test_and_is_put_back():
     import sys
     import types
+
     ns, locked = _notebook("")
     real = sys.modules["specdec.core.decoding"]
     sys.modules["specdec.core.decoding"] = types.ModuleType("specdec.core.decoding")
     try:
-        failure = guard_kernel.run_test_cell("from specdec.core.decoding import greedy_generate\nassert greedy_generate", ns,
-                                             locked)
+        failure = guard_kernel.run_test_cell(
+            "from specdec.core.decoding import greedy_generate\nassert greedy_generate", ns, locked
+        )
     finally:
         restored = sys.modules["specdec.core.decoding"]
         sys.modules["specdec.core.decoding"] = real
-    assert restored is real and failure[0] == "GraderIntegrityError" and "sys.modules['specdec.core.decoding']" in failure[1]
+    assert (
+        restored is real
+        and failure[0] == "GraderIntegrityError"
+        and "sys.modules['specdec.core.decoding']" in failure[1]
+    )
 
 
 def test_a_threading_trace_hook_is_cleared_and_named():
     import threading
+
     threading.settrace(lambda *args: None)
     try:
         assert "threading.settrace" in guard_kernel._clear_hooks()
@@ -285,26 +308,40 @@ def test_the_audit_hook_refuses_tampering_records_frames_and_leaves_honest_code_
     import subprocess
     import sys
     from pathlib import Path
+
     script = tmp_path / "audit.py"
     script.write_text(AUDIT_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(Path(guard_kernel.__file__).parent)], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(script), str(Path(guard_kernel.__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["results"] == {"walk/False": "refused", "frames/False": "ran", "frames/True": "refused",
-                              "swap/False": "refused", "hook/False": "refused", "honest/True": "ran",
-                              "library_frames": True}, out
+    assert out["results"] == {
+        "walk/False": "refused",
+        "frames/False": "ran",
+        "frames/True": "refused",
+        "swap/False": "refused",
+        "hook/False": "refused",
+        "honest/True": "ran",
+        "library_frames": True,
+    }, out
     events = [(e["severity"], e["what"].split(" (")[0], e["refused"], e["origin"]) for e in out["events"]]
     assert ("tamper", "walked the interpreter's objects", True, 7) in events
     assert ("flag", "read a frame", False, 7) in events and ("flag", "read a frame", True, 7) in events
     assert ("tamper", "changed a function's __code__", True, 7) in events
     assert ("tamper", "installed a profile hook", True, 7) in events
-    assert len(events) == 5, events           # honest(): warnings, logging, a formatted traceback, a namedtuple
+    assert len(events) == 5, events  # honest(): warnings, logging, a formatted traceback, a namedtuple
 
 
 def test_a_test_passes_only_with_the_guards_signed_verdict():
     key, other = bytes(32), bytes([1]) * 32
     tag = guard_kernel.evidence_tag(key, "abc", "n1")
     assert tag == guard_kernel.evidence_tag(key, "abc", "n1")
-    assert tag not in (guard_kernel.evidence_tag(other, "abc", "n1"), guard_kernel.evidence_tag(key, "abc", "n2"),
-                       guard_kernel.evidence_tag(key, "abd", "n1"))
+    assert tag not in (
+        guard_kernel.evidence_tag(other, "abc", "n1"),
+        guard_kernel.evidence_tag(key, "abc", "n2"),
+        guard_kernel.evidence_tag(key, "abd", "n1"),
+    )

@@ -1,10 +1,11 @@
 """Grading integrity on assignment 04, through the real tool (`python -m autograde class`, sandboxed):
 submissions that rebind what a test trusts lose the parts they target, and correct answers written
 differently from the solution keep full marks.  One class run, two at a time (tests/adversarial/cases04.py)."""
-import pytest
 
+import pytest
 from adversarial import cases04
 from adversarial.classrun import class_run, write_report
+
 from autograde import REPO, sandbox
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(900)]
@@ -17,7 +18,9 @@ def run(tmp_path_factory):
     assert ok, f"the integrity suite needs the sandbox: {why}"
     root = tmp_path_factory.mktemp("integrity")
     expect = cases04.build(root / "subs")
-    done, rows = class_run(cases04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60", "--skip-preflight")
+    done, rows = class_run(
+        cases04.A, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "60", "--skip-preflight"
+    )
     return {"expect": expect, "done": done, "rows": rows}
 
 
@@ -26,8 +29,7 @@ def test_the_class_run_grades_every_case(run):
     assert "consistent with the grades" in run["done"].stdout
 
 
-@pytest.mark.parametrize("student", ["rebind_reference", "rebind_counter", "loop_verify",
-                                     "static_cache_decoder"])
+@pytest.mark.parametrize("student", ["rebind_reference", "rebind_counter", "loop_verify", "static_cache_decoder"])
 def test_case_gets_its_score_and_status(run, student):
     expect, parts = run["expect"][student], run["rows"][student]
     total = parts["total"]

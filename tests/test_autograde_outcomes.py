@@ -1,5 +1,7 @@
-"""Outcomes of graded test cells (autograde/outcomes.py), what is said about them (autograde/explain.py) and the rule labels of hidden tests, without a kernel:
-a failing hidden assertion tells the learner which rule broke, never the hidden inputs or expected values."""
+"""Outcomes of graded test cells (autograde/outcomes.py), what is said about them (autograde/explain.py) and the rule
+labels of hidden tests, without a kernel: a failing hidden assertion tells the learner which rule broke, never the
+hidden inputs or expected values."""
+
 import builtins
 
 import nbformat
@@ -32,22 +34,29 @@ ASSIGNMENT = Assignment("99_x", "99_x", [Part("Part A", "f", [TEST], ["f"])], ["
 
 def _executed(ename, evalue, line):
     cell = nbformat.v4.new_code_cell(SOURCE)
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_f", "locked": True, "points": 2,
-                                 "solution": False}
-    cell.outputs = [nbformat.v4.new_output("error", ename=ename, evalue=evalue,
-                                           traceback=[f"autograde: test cell line {line}", f"{ename}: {evalue}"])]
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_f", "locked": True, "points": 2, "solution": False}
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "error", ename=ename, evalue=evalue, traceback=[f"autograde: test cell line {line}", f"{ename}: {evalue}"]
+        )
+    ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [cell]
     return nb
 
 
 def test_the_rules_of_a_test_are_its_hidden_labels():
-    assert TEST.rules == ["other inputs: f is the identity", "bad input: the message names x",
-                          "bad input: a negative x must raise ValueError"]
+    assert TEST.rules == [
+        "other inputs: f is the identity",
+        "bad input: the message names x",
+        "bad input: a negative x must raise ValueError",
+    ]
 
 
 def test_a_failing_hidden_assert_names_its_rule():
-    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())[
+        "test_f"
+    ]
     assert (out.region, out.rule) == ("hidden", "other inputs: f is the identity")
     assert "check this rule: other inputs: f is the identity" in explain(TEST, out).summary
 
@@ -99,8 +108,9 @@ def test_the_rebound_verdict_does_not_depend_on_the_guards_wording(monkeypatch):
     because the verdict comes from the structured field the guard sends beside it."""
     plain = _outcome_of(_guard_failure("limits = [9]"))
     assert (plain.kind, plain.ename, plain.rebound) == ("failed", "GraderIntegrityError", "limits"), plain
-    monkeypatch.setattr(guard_kernel.LockedBindings, "message",
-                        lambda self, changed, when: "Something else entirely, in other words.")
+    monkeypatch.setattr(
+        guard_kernel.LockedBindings, "message", lambda self, changed, when: "Something else entirely, in other words."
+    )
     reworded = _outcome_of(_guard_failure("limits = [9]"))
     assert reworded.evalue == "Something else entirely, in other words."
     assert {**vars(reworded), "evalue": ""} == {**vars(plain), "evalue": ""}
@@ -118,13 +128,14 @@ def test_the_guards_message_alone_is_not_a_rebound_verdict():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_outcome_kind_has_an_explanation(kind):
-    said = explain(TEST, Outcome("test_f", kind, note="the notebook stopped at cell 3"), ASSIGNMENT.parts[0],
-                   timeout_s=30)
+    said = explain(
+        TEST, Outcome("test_f", kind, note="the notebook stopped at cell 3"), ASSIGNMENT.parts[0], timeout_s=30
+    )
     assert said.summary.startswith("passed" if kind == "passed" else ("not run" if kind == "not_run" else "failed"))
     assert bool(said.hint) == (kind != "passed"), said
 
 
-FAILURES = {       # every cause a failed test can have, as outcomes() reports it
+FAILURES = {  # every cause a failed test can have, as outcomes() reports it
     "visible assertion": dict(ename="AssertionError", line=2, region="visible"),
     "hidden rule": dict(ename="AssertionError", line=7, region="hidden", rule="other inputs: f is the identity"),
     "hidden, no rule": dict(ename="TypeError", line=5, region="hidden"),
@@ -146,8 +157,9 @@ def test_every_cause_of_a_failure_has_a_summary_without_the_kernels_text_and_a_h
 
 def test_check_and_the_feedback_say_the_same_cases():
     """The feedback's sentence, the hint and where `check` says the test stopped come from one explanation."""
-    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT,
-                   RunRecord())["test_f"]
+    out = outcomes(_executed("AssertionError", "rule: other inputs: f is the identity", 7), ASSIGNMENT, RunRecord())[
+        "test_f"
+    ]
     said = explain(TEST, out, ASSIGNMENT.parts[0])
     assert said.where == " in the hidden tests: rule: other inputs: f is the identity"
     assert said.summary.endswith("which check this rule: other inputs: f is the identity")
@@ -167,14 +179,20 @@ def test_a_part_without_code_of_its_own_names_the_parts_its_test_runs():
     """09's Part E only checks that Parts C and D decode exactly: an unwritten Part C is not Part E's to write."""
     source = '"""g decodes exactly."""\nassert g(f(1)) == 1\n'
     test_c = TestCell("test_c", 2.0, source)
-    parts = [Part("Part A", "f", [TEST], ["f"]), Part("Part B", "g", [], ["g", "h"]), Part("Part C", "exact", [test_c], [])]
+    parts = [
+        Part("Part A", "f", [TEST], ["f"]),
+        Part("Part B", "g", [], ["g", "h"]),
+        Part("Part C", "exact", [test_c], []),
+    ]
     out = Outcome("test_c", "failed", ename="NotImplementedError", line=2, region="visible")
     hint = explain(test_c, out, parts[2], parts=parts).hint
     assert "Part C has no code of its own" in hint and "f() (Part A)" in hint and "g() (Part B)" in hint
     assert "h()" not in hint and "solution cell of Part C" not in hint
     # a part with code of its own still points at its own solution cell
-    assert "solution cell of Part A" in explain(TEST, Outcome("test_f", "failed", ename="NotImplementedError"),
-                                                  parts[0], parts=parts).hint
+    assert (
+        "solution cell of Part A"
+        in explain(TEST, Outcome("test_f", "failed", ename="NotImplementedError"), parts[0], parts=parts).hint
+    )
 
 
 def test_a_judged_failure_says_what_came_back_not_what_the_tests_own_code_raised():
@@ -182,8 +200,9 @@ def test_a_judged_failure_says_what_came_back_not_what_the_tests_own_code_raised
     grader's record (autograde.judge.describe), so a function that returns None where the rule wants a number is
     told so, not "your code raised TypeError" (which the test's own arithmetic on None would have raised)."""
     from autograde.judge import Broken, describe
+
     exc = Broken("rule: other inputs: f is the identity", describe(("value", None)))
-    record = RunRecord(judged=[{"cell": 0, "rule": str(exc)[len("rule: "):], "came_back": exc.came_back}])
+    record = RunRecord(judged=[{"cell": 0, "rule": str(exc)[len("rule: ") :], "came_back": exc.came_back}])
     out = outcomes(_executed("AssertionError", str(exc), 3), ASSIGNMENT, record)["test_f"]
     assert (out.region, out.rule, out.came_back) == ("hidden", "other inputs: f is the identity", "returned None")
     hint = explain(TEST, out).hint
@@ -196,16 +215,23 @@ def test_a_judged_failure_says_what_came_back_not_what_the_tests_own_code_raised
     assert out.region == "visible" and not out.came_back
 
 
-@pytest.mark.parametrize("answer, said", [
-    (("value", None), "returned None"), (("value", 3.5), "returned a float"),
-    (("value", {"a": 1}), "returned a dict of 1 keys"),
-])
+@pytest.mark.parametrize(
+    "answer, said",
+    [
+        (("value", None), "returned None"),
+        (("value", 3.5), "returned a float"),
+        (("value", {"a": 1}), "returned a dict of 1 keys"),
+    ],
+)
 def test_what_came_back_is_described_by_its_kind_never_its_values(answer, said):
     from autograde.judge import Raised, Tensor, describe
+
     assert describe(answer) == said
     assert describe(("raised", Raised("TypeError", ("Exception",), "secret 12345"))) == "raised TypeError"
-    assert describe(("value", Tensor("torch", "int64", (1, 3), [[7, 8, 9]]))) == \
-        "returned a torch int64 tensor of shape (1, 3)"
+    assert (
+        describe(("value", Tensor("torch", "int64", (1, 3), [[7, 8, 9]])))
+        == "returned a torch int64 tensor of shape (1, 3)"
+    )
 
 
 G_SOURCE = '''"""g: the identity."""
@@ -226,8 +252,11 @@ def _hint_when(student):
     content = guard_kernel.error_content(failure)
     cell = nbformat.v4.new_code_cell(G_SOURCE)
     cell.metadata["nbgrader"] = {"grade": True, "grade_id": "test_g", "locked": True, "points": 1, "solution": False}
-    cell.outputs = [nbformat.v4.new_output("error", ename=content["ename"], evalue=content["evalue"],
-                                           traceback=content["traceback"])]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "error", ename=content["ename"], evalue=content["evalue"], traceback=content["traceback"]
+        )
+    ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [cell]
     test = TestCell("test_g", 1.0, G_SOURCE)
@@ -248,6 +277,6 @@ def test_a_hint_never_says_the_learners_code_raised_what_the_tests_own_code_rais
     assert failure[0] == "TypeError" and not failure.by_test and not out.by_test, failure
     assert "On that input your code raised TypeError" in hint, hint
     failure, out, hint = _hint_when("import math\ndef g(x):\n    return math.sqrt(-x) if x == 3 else x\n")
-    assert failure[0] == "ValueError" and not failure.by_test, failure     # raised in a C function g called
+    assert failure[0] == "ValueError" and not failure.by_test, failure  # raised in a C function g called
     failure, out, hint = _hint_when("def g(x):\n    return 'three' if x == 3 else x\n")
     assert failure[0] == "ValueError" and failure.by_test and "own check raised ValueError" in hint, hint

@@ -1,9 +1,9 @@
 """Opt-in (AUTOGRADE_THROUGHPUT=1): 20 submissions of notebook 01 through `python -m autograde class`;
 grading may cost at most 15 s per submission beyond the notebook's own run time."""
+
 import os
 
 import pytest
-
 from adversarial.throughput import measure
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.slow]

@@ -16,18 +16,26 @@ A = "01_decode_is_bandwidth_bound"
 def test_the_sandbox_binds_the_course_read_only_and_the_submission_alone_writable(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "bwrap_status", lambda: (True, "/usr/bin/bwrap"))
     shared = [str(REPO / "specdec"), str(REPO / "data")]
-    argv = sandbox.bwrap_argv(cwd=tmp_path / "nb", scratch=tmp_path / "scratch", ipc_dir=tmp_path / "ipc",
-                              shared=shared, env={"PYTHONPATH": str(REPO), "SECRET": "x"}, tmp_bytes=2**20)
+    argv = sandbox.bwrap_argv(
+        cwd=tmp_path / "nb",
+        scratch=tmp_path / "scratch",
+        ipc_dir=tmp_path / "ipc",
+        shared=shared,
+        env={"PYTHONPATH": str(REPO), "SECRET": "x"},
+        tmp_bytes=2**20,
+    )
     pairs = list(zip(argv, argv[1:], argv[2:]))
     for path in shared:
         assert ("--ro-bind", path, path) in pairs, f"{path} must be bound read-only"
     writable = [(a, b) for flag, a, b in pairs if flag == "--bind"]
-    assert writable == [(str(tmp_path / "ipc"), str(tmp_path / "ipc")),
-                        (str(tmp_path / "scratch"), str(tmp_path / "nb"))], writable
+    assert writable == [
+        (str(tmp_path / "ipc"), str(tmp_path / "ipc")),
+        (str(tmp_path / "scratch"), str(tmp_path / "nb")),
+    ], writable
     for flag in ("--unshare-all", "--unshare-user", "--die-with-parent", "--clearenv"):
         assert flag in argv
     assert ("--cap-drop", "ALL") in list(zip(argv, argv[1:]))
-    assert ("--setenv", "PYTHONPATH", str(REPO)) in pairs               # the course package of this checkout
+    assert ("--setenv", "PYTHONPATH", str(REPO)) in pairs  # the course package of this checkout
     assert not any(str(REPO / "solutions") in a for a in argv), "solutions/ must not be visible"
     assert not any(a.endswith("gradebook.db") for a in argv)
 
@@ -40,8 +48,9 @@ def test_the_sandbox_refuses_to_build_a_command_without_bubblewrap(tmp_path, mon
 
 # ------------------------------------------------------------------------------------ run records
 def test_a_run_record_round_trips_and_a_missing_one_is_empty(tmp_path):
-    record = RunRecord(student="ada", assignment=A, notebook=A,
-                       events=[{"kind": "timeout", "cell": 3, "message": "m"}], seconds=1.5)
+    record = RunRecord(
+        student="ada", assignment=A, notebook=A, events=[{"kind": "timeout", "cell": 3, "message": "m"}], seconds=1.5
+    )
     path = write_run_record(tmp_path, record)
     assert path == run_record_path(tmp_path, "ada", A, A) and path.exists()
     assert read_run_record(tmp_path, "ada", A, A) == record
@@ -52,14 +61,16 @@ def test_a_run_record_round_trips_and_a_missing_one_is_empty(tmp_path):
 
 def test_a_run_record_reads_a_file_with_fewer_or_unknown_fields():
     """A record written by another version of the grader still reads: missing fields get their defaults."""
-    record = RunRecord.from_dict({"student": "ada", "stop": {"kind": "crash", "cell": 2, "message": "m"},
-                                  "not_a_field": 1})
+    record = RunRecord.from_dict(
+        {"student": "ada", "stop": {"kind": "crash", "cell": 2, "message": "m"}, "not_a_field": 1}
+    )
     assert (record.student, record.stop["kind"], record.events, record.review) == ("ada", "crash", [], "")
 
 
 def test_the_executor_keeps_the_guards_rebound_field_of_an_integrity_failure_only():
     from autograde import executor
     from autograde.guard_kernel import REBOUND_FIELD
+
     content = {"ename": "GraderIntegrityError", "evalue": "reworded at will", REBOUND_FIELD: ["limits", "x" * 999]}
     assert executor.guard_rebound(content) == ["limits", "x" * executor.ERROR_LINE_CHARS]
     assert executor.guard_rebound({**content, "ename": "AssertionError"}) == []
@@ -76,9 +87,14 @@ def test_feedback_shows_trusted_results_and_no_output_or_hidden_text(tmp_path):
         if cell.cell_type == "code":
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="SECRET kernel output\n")]
         if cell.metadata.get("nbgrader", {}).get("grade_id") == test.grade_id:
-            cell.outputs.append(nbformat.v4.new_output(
-                "error", ename="AssertionError", evalue="rule: SECRET-VALUE 12345",
-                traceback=[f"autograde: test cell line {test.visible_lines + 3}", "AssertionError: x"]))
+            cell.outputs.append(
+                nbformat.v4.new_output(
+                    "error",
+                    ename="AssertionError",
+                    evalue="rule: SECRET-VALUE 12345",
+                    traceback=[f"autograde: test cell line {test.visible_lines + 3}", "AssertionError: x"],
+                )
+            )
     write_run_record(tmp_path, RunRecord(student="ada", assignment=A, notebook=A, review="Flagged because of a test."))
     pre = SanitizeFeedback(record_dir=str(tmp_path))
     out, _ = pre.preprocess(nb, {"nbgrader": {"student": "ada", "assignment": A, "notebook": A}})
@@ -101,6 +117,7 @@ def test_feedback_without_a_record_still_hides_every_output():
 
 def test_the_executor_names_its_limits():
     from autograde import executor
+
     assert executor.SandboxedExecute.class_traits()["memory_bytes"].default_value == executor.MEMORY_BYTES
     assert executor.SandboxedExecute.class_traits()["notebook_timeout"].default_value == executor.NOTEBOOK_SECONDS
     assert not hasattr(executor, "RUNS"), "run records are files (autograde.records), not module state"
@@ -109,7 +126,9 @@ def test_the_executor_names_its_limits():
 # ------------------------------------------------------------------------------------------ class grading pool
 def _what_a_worker_inherited():
     import zmq
+
     from autograde import grade_class
+
     return zmq.Context._instance is not None, grade_class._WORKER
 
 
@@ -118,9 +137,10 @@ def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
     kernel (a ZeroMQ context and its threads); a worker forked from that inherits them (with fork, 3 of about 20
     class runs sat idle for 120 s after a submission's last cell: docs/classroom.md)."""
     import zmq
+
     from autograde import grade_class
 
-    zmq.Context.instance()          # what the preflight's kernel client leaves in the grading process
+    zmq.Context.instance()  # what the preflight's kernel client leaves in the grading process
     with grade_class.worker_pool(2, ("course", "assignment", False)) as pool:
         inherited = [pool.submit(_what_a_worker_inherited).result() for _ in range(2)]
     assert all(not has_context for has_context, _ in inherited), "a worker inherited the parent's ZeroMQ context"
@@ -129,7 +149,9 @@ def test_pool_workers_start_fresh_without_the_parents_zeromq_context():
 
 def _what_a_worker_has_loaded():
     import sys
+
     from autograde.judges import nb04
+
     return nb04._load_pair.cache_info().currsize, "transformers" in sys.modules
 
 
@@ -137,8 +159,9 @@ def test_a_pool_warmed_for_a_judged_notebook_has_its_judges_models_before_the_fi
     """With `warm`, every worker starts at once and loads what the notebook's judges need before it takes a task
     (the loading then overlaps the grader's set-up instead of the first kernels); without it, nothing is loaded."""
     from autograde import grade_class
+
     with grade_class.worker_pool(2, ("course", "assignment", False), warm="04_speculative_decoder") as pool:
-        assert len(pool._processes) == 2                       # started now, not at the first submission
+        assert len(pool._processes) == 2  # started now, not at the first submission
         loaded = [pool.submit(_what_a_worker_has_loaded).result() for _ in range(4)]
     assert all(pair == 1 and transformers for pair, transformers in loaded), loaded
     with grade_class.worker_pool(2, ("course", "assignment", False)) as pool:
@@ -173,14 +196,23 @@ def test_a_course_cell_that_times_out_is_recorded_as_the_courses_and_a_students_
     course_timeouts (grading then holds the submission for an instructor: autograde.pipeline); a cell the student
     wrote that does the same is only a timeout event, the student's own."""
     import nbformat
+
     from autograde.assignment import sha256
     from autograde.executor import SandboxedExecute
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import time"), nbformat.v4.new_code_cell("time.sleep(30)  # course"),
-                nbformat.v4.new_code_cell("time.sleep(30)  # student")]
-    ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=2, notebook_timeout=60,
-                          course_cells=[sha256(c.source) for c in nb.cells[:2]])
+    nb.cells = [
+        nbformat.v4.new_code_cell("import time"),
+        nbformat.v4.new_code_cell("time.sleep(30)  # course"),
+        nbformat.v4.new_code_cell("time.sleep(30)  # student"),
+    ]
+    ex = SandboxedExecute(
+        use_sandbox=False,
+        guard=False,
+        timeout=2,
+        notebook_timeout=60,
+        course_cells=[sha256(c.source) for c in nb.cells[:2]],
+    )
     ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
     assert ex._record.course_timeouts == [{"cell": 1, "seconds": 2}]
     assert [e["cell"] for e in ex._record.events if e["kind"] == "timeout"] == [1, 2]
@@ -190,11 +222,15 @@ def test_the_kernel_is_held_to_its_share_of_the_cores_whatever_the_notebook_asks
     """`class --jobs N` gives each kernel cores / N threads: OpenMP and MKL start at that size and the guard kernel
     caps torch.set_num_threads, so a notebook's set_num_threads(2) gets 1 thread when two kernels share 2 cores."""
     import nbformat
+
     from autograde.executor import SandboxedExecute
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import os, torch\ntorch.set_num_threads(2)\n"
-                                          "print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'])")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import os, torch\ntorch.set_num_threads(2)\nprint(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'])"
+        )
+    ]
     ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=120, notebook_timeout=120, threads=1)
     out, _ = ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
     assert out.cells[0].outputs[0]["text"].split() == ["1", "1"], out.cells[0].outputs
@@ -207,22 +243,36 @@ def test_grading_does_not_run_the_courses_measuring_cells_but_runs_a_changed_one
     names it with what it would have set; the same cell changed by the student is the student's code and runs;
     with skip_measuring off (`--measure`) the course's copy runs too."""
     import nbformat
+
     from autograde.assignment import sha256
     from autograde.executor import SKIPPED_NOTE, SandboxedExecute
 
-    measuring = ("TIMED = 41\nfor k in range(2):\n    pass\nif TIMED:\n    INNER = [j for j in range(2)]\n"
-                 "def f(x):\n    local = x\nprint('measured')")
+    measuring = (
+        "TIMED = 41\nfor k in range(2):\n    pass\nif TIMED:\n    INNER = [j for j in range(2)]\n"
+        "def f(x):\n    local = x\nprint('measured')"
+    )
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(measuring), nbformat.v4.new_code_cell(measuring + "  # changed"),
-                nbformat.v4.new_code_cell("print(TIMED + 1)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(measuring),
+        nbformat.v4.new_code_cell(measuring + "  # changed"),
+        nbformat.v4.new_code_cell("print(TIMED + 1)"),
+    ]
     for skip, first in ((True, SKIPPED_NOTE), (False, "measured\n")):
-        ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=60, notebook_timeout=120,
-                              course_cells=[sha256(measuring)], measure_cells=[sha256(measuring)],
-                              skip_measuring=skip)
+        ex = SandboxedExecute(
+            use_sandbox=False,
+            guard=False,
+            timeout=60,
+            notebook_timeout=120,
+            course_cells=[sha256(measuring)],
+            measure_cells=[sha256(measuring)],
+            skip_measuring=skip,
+        )
         out, _ = ex.preprocess(nbformat.reads(nbformat.writes(nb), as_version=4), {"metadata": {"path": "/tmp"}})
         texts = ["".join(o.get("text", "")) for c in out.cells for o in c.outputs]
         assert texts == [first, "measured\n", "42\n"], texts
-        assert ex._record.skipped == ([{"cell": 0, "names": ["INNER", "TIMED", "f", "k"]}] if skip else []), ex._record.skipped
+        assert ex._record.skipped == ([{"cell": 0, "names": ["INNER", "TIMED", "f", "k"]}] if skip else []), (
+            ex._record.skipped
+        )
         assert out.cells[0].execution_count is None if skip else out.cells[0].execution_count == 1
 
 
@@ -239,8 +289,9 @@ def test_a_name_only_a_skipped_measuring_cell_sets_gets_its_own_hint():
     index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == test.grade_id)
     record = RunRecord(skipped=[{"cell": 10, "names": ["KS", "rows"]}])
     for name, special in (("KS", True), ("other_name", False)):
-        nb.cells[index].outputs = [nbformat.v4.new_output("error", ename="NameError",
-                                                          evalue=f"name '{name}' is not defined", traceback=[])]
+        nb.cells[index].outputs = [
+            nbformat.v4.new_output("error", ename="NameError", evalue=f"name '{name}' is not defined", traceback=[])
+        ]
         outcome = outcomes(nb, assignment, record)[test.grade_id]
         hint = explain(test, outcome).hint
         assert ("cell 10, a cell that only measures" in hint) == special, hint
@@ -262,5 +313,7 @@ def test_measuring_tags_sit_on_plain_course_cells_only():
             assert all(c.cell_type == "code" and not c.metadata.get("nbgrader") for c in cells), (name, folder)
             tagged[name, folder] = [c.source for c in cells]
         assert tagged[name, "solutions"] == tagged[name, "notebooks"], name
-    assert all(tagged[n, "solutions"] for n in ("05_acceptance_in_practice", "09_speculation_that_pays",
-                                                "10_batches_and_servers")), "the measuring notebooks tag their cells"
+    assert all(
+        tagged[n, "solutions"]
+        for n in ("05_acceptance_in_practice", "09_speculation_that_pays", "10_batches_and_servers")
+    ), "the measuring notebooks tag their cells"

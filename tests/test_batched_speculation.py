@@ -10,11 +10,11 @@ those solutions by `make release`: tests/test_given_cells.py).
   within each prompt, the LM head at each prompt's last token), and a held draft prefills the same prompts on
   its own GPUs: at an idle server a request's TTFT is exactly that prefill.
 """
+
 import nbformat
 import numpy as np
 import pytest
 import torch
-
 from nbhelpers import solution_namespace, solution_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,7 +32,9 @@ def ns():
 
 def _noisy_pair(seed, vocab=64):
     import copy
+
     from specdec.core.decoding import tiny_llama
+
     target = tiny_llama(vocab_size=vocab, hidden_size=48, num_hidden_layers=2, seed=seed).double()
     draft = copy.deepcopy(target)
     g = torch.Generator().manual_seed(seed)
@@ -44,13 +46,14 @@ def _noisy_pair(seed, vocab=64):
 
 def _check_exact(ns, target, draft, prompts, new, k, count=True):
     from specdec.core.decoding import ForwardCounter, greedy_generate
+
     with ForwardCounter(target) as calls:
         got, stats = ns["batched_speculative_generate"](target, draft, prompts, new, k)
     P = prompts.shape[1]
     for b in range(prompts.shape[0]):
-        want = greedy_generate(target, prompts[b:b + 1], new)[0, P:]
+        want = greedy_generate(target, prompts[b : b + 1], new)[0, P:]
         assert torch.equal(got[b], want), f"sequence {b} differs from its own greedy decoding"
-    if count:     # (a draft that is the target itself would be counted too)
+    if count:  # (a draft that is the target itself would be counted too)
         assert calls.calls == stats["rounds"] + 1, "one target forward per round (plus the prefill)"
     return stats
 
@@ -71,6 +74,7 @@ def test_batched_speculation_equals_greedy_on_random_pairs(ns, seed, batch, k):
 def test_batched_speculation_equals_greedy_on_the_shipped_pair(ns, pair):
     from specdec.core.decoding import heldout_prompts
     from specdec.core.models import heldout_texts
+
     target, draft, tokenizer = pair
     prompts = torch.cat(heldout_prompts(tokenizer, heldout_texts("code"), 4, prompt_tokens=24, seed=3))
     stats = _check_exact(ns, target, draft, prompts, 20, 4)
@@ -86,11 +90,12 @@ def test_a_draft_equal_to_the_target_accepts_everything(ns):
 
 def test_batched_greedy_equals_per_sequence_greedy(ns):
     from specdec.core.decoding import greedy_generate
+
     target, _ = _noisy_pair(6)
     prompts = torch.randint(0, 64, (4, 6), generator=torch.Generator().manual_seed(6))
     got = ns["batched_greedy"](target, prompts, 10)
     for b in range(4):
-        assert torch.equal(got[b], greedy_generate(target, prompts[b:b + 1], 10)[0, 6:])
+        assert torch.equal(got[b], greedy_generate(target, prompts[b : b + 1], 10)[0, 6:])
 
 
 def _simulator(ns):
@@ -119,14 +124,20 @@ def _prefill_reference(m, g, lengths):
     """The prefill from the model's description alone: GEMMs and all-reduces over the summed tokens, causal
     attention per prompt (p^2 / 2 query-key products, half the prompt's KV read), the LM head once per prompt."""
     from specdec.tables import TPGroup
+
     n = g.n_gpus if isinstance(g, TPGroup) else 1
     bw, fl, M = g.bandwidth_bytes_per_s * n, g.flops_per_s * n, sum(lengths)
     gemm = max(m["layer_bytes"] / bw, M * m["layer_bytes"] / fl)
-    attention = sum(max(p / 2 * m["kv_bytes_per_token"] / bw, p * p / 2 * m["attention_flops_per_cached_token"] / fl)
-                    for p in lengths)
+    attention = sum(
+        max(p / 2 * m["kv_bytes_per_token"] / bw, p * p / 2 * m["attention_flops_per_cached_token"] / fl)
+        for p in lengths
+    )
     lm_head = max(m["lm_head_bytes"] / bw, len(lengths) * m["lm_head_bytes"] / fl)
-    reduce = 0.0 if n == 1 else 2 * m["layers"] * (g.allreduce_latency_s + 2 * (n - 1) / n * M * m["hidden_size"] * 2
-                                                   / g.link_bytes_per_s)
+    reduce = (
+        0.0
+        if n == 1
+        else 2 * m["layers"] * (g.allreduce_latency_s + 2 * (n - 1) / n * M * m["hidden_size"] * 2 / g.link_bytes_per_s)
+    )
     fixed = g.fixed_s_per_layer * m["layers"] if isinstance(g, TPGroup) else 0.0
     return fixed + gemm + attention + lm_head + reduce
 
@@ -136,28 +147,39 @@ def test_prefill_is_one_forward_over_the_admitted_prompts(ns):
     prefill, spec = ns["prefill_seconds"], ns["model_spec"]
     l8, l1, l70, h100 = spec("Llama-3.1-8B"), spec("Llama-3.2-1B"), spec("Llama-3.1-70B"), ns["h100"]
     assert prefill(l8, h100, []) == 0.0
-    setups = [(l8, h100), (l1, h100), (l70, ns["gpus"](h100, 8)), (l70, ns["gpus"](h100, 4, draft_n=1, fixed_s_per_layer=1e-5))]
+    setups = [
+        (l8, h100),
+        (l1, h100),
+        (l70, ns["gpus"](h100, 8)),
+        (l70, ns["gpus"](h100, 4, draft_n=1, fixed_s_per_layer=1e-5)),
+    ]
     for m, g in setups:
         for lengths in ([1], [144] * 16, [32, 256, 97], [4096], [2048, 6144]):
             want = _prefill_reference(m, g, lengths)
             assert abs(prefill(m, g, lengths) - want) <= 1e-9 * want, (m["name"], g.name, lengths)
     together, alone = prefill(l8, h100, [144] * 16), sum(prefill(l8, h100, [144]) for _ in range(16))
     assert together < 0.5 * alone, "short prompts share one weight read when prefilled together"
-    assert abs(prefill(l8, h100, [4096] * 2) - 2 * prefill(l8, h100, [4096])) <= 0.01 * prefill(l8, h100, [4096]), \
+    assert abs(prefill(l8, h100, [4096] * 2) - 2 * prefill(l8, h100, [4096])) <= 0.01 * prefill(l8, h100, [4096]), (
         "a long prompt is compute-bound alone: company saves (almost) nothing"
+    )
 
 
 @pytest.mark.parametrize("setup", ["8B + 1B, 1 x H100", "70B + 1B, 4 x H100, draft on 1"])
 def test_an_idle_server_answers_after_the_prefill_of_target_and_held_draft(ns, setup):
     simulate = _simulator(ns)
     spec, h100 = ns["model_spec"], ns["h100"]
-    target, draft, gpu = ((spec("Llama-3.1-8B"), spec("Llama-3.2-1B"), h100) if setup.startswith("8B")
-                          else (spec("Llama-3.1-70B"), spec("Llama-3.2-1B"), ns["gpus"](h100, 4, draft_n=1)))
+    target, draft, gpu = (
+        (spec("Llama-3.1-8B"), spec("Llama-3.2-1B"), h100)
+        if setup.startswith("8B")
+        else (spec("Llama-3.1-70B"), spec("Llama-3.2-1B"), ns["gpus"](h100, 4, draft_n=1))
+    )
     prompts, outputs = np.array([40, 900, 3000, 6000, 128]), np.array([30, 64, 2, 100, 50])
     for policy in ("off", "fixed", "gated"):
         trace, _ = simulate(0.01, prompts, outputs, target, draft, gpu, policy, 0.8, 4, seed=2)
         gaps = np.diff(trace["arrival"])
-        assert (trace["finish"][:-1] < trace["arrival"][1:]).all() and gaps.min() > 0, "each request finds the server idle"
+        assert (trace["finish"][:-1] < trace["arrival"][1:]).all() and gaps.min() > 0, (
+            "each request finds the server idle"
+        )
         for i, p in enumerate(prompts):
             want = ns["prefill_seconds"](target, gpu, [p])
             if policy != "off":
@@ -174,8 +196,13 @@ def test_a_chain_priced_as_a_tree_round_is_notebook_07s_spec_speedup(ns):
     l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
     a = [0.62, 0.2, 0.06]
     for batch, k, context in ((1, 4, 1024), (32, 2, 512), (128, 3, 2048)):
-        target_s = lambda B, t: ns["step_seconds"](l8, h100, B, context, t)
-        draft_s = lambda B, t: ns["step_seconds"](l1, ns["draft_gpus"](h100), B, context, t)
+
+        def target_s(B, t):
+            return ns["step_seconds"](l8, h100, B, context, t)
+
+        def draft_s(B, t):
+            return ns["step_seconds"](l1, ns["draft_gpus"](h100), B, context, t)
+
         chain = list(range(-1, k - 1))
         priced = tree_tau(a, chain, [0] * k) * target_s(batch, 1) / round_seconds(chain, target_s, draft_s, batch, 0)
         assert priced == pytest.approx(ns["spec_speedup"](batch, context, a[0], k, l8, l1, h100), rel=1e-9)
@@ -187,11 +214,16 @@ def test_the_simulator_pays_the_rounds_own_terms(ns):
     """simulate_server(..., terms=...): c_round once per speculative round (the plain steps of policy off do not pay
     it), the sampler in every forward, vLLM's first pass in the draft's first step; without terms, the bare round."""
     from specdec.tables import vllm_v1_first_pass
+
     simulate = _simulator(ns)
     l8, l1, h100 = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B"), ns["h100"]
-    prompts, outputs = np.array([500]), np.array([101])          # one request on an idle server: one sequence
-    run = lambda policy, **terms: simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3,
-                                            terms=terms or None)[0]["finish"][0]
+    prompts, outputs = np.array([500]), np.array([101])  # one request on an idle server: one sequence
+
+    def run(policy, **terms):
+        return simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3, terms=terms or None)[0]["finish"][
+            0
+        ]
+
     base = run("fixed")
     assert run("fixed", first_draft_tokens=1, c_round=0.0, sampler_passes=0) == base
     rounds = (run("fixed", c_round=1e-3) - base) / 1e-3
@@ -210,10 +242,12 @@ def test_the_simulator_charges_its_step_overhead_once_per_iteration(ns):
     prompts, outputs = np.array([500]), np.array([101])
     for policy in ("off", "fixed"):
         base = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3)[0]["finish"][0]
-        late = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3, terms={"c_step": 1e-3})[0]["finish"][0]
+        late = simulate(0.01, prompts, outputs, l8, l1, h100, policy, 0.8, 4, seed=3, terms={"c_step": 1e-3})[0][
+            "finish"
+        ][0]
         iterations = (late - base) / 1e-3
         assert abs(iterations - round(iterations)) < 1e-6, iterations
-        want = 101 if policy == "off" else None          # the prefill gives the first token, then 100 plain steps
+        want = 101 if policy == "off" else None  # the prefill gives the first token, then 100 plain steps
         if want:
             assert round(iterations) == want
         else:

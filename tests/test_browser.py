@@ -30,6 +30,7 @@ refreshes docs/jupyterlab.png, the README's screenshot.
 Needs /usr/bin/chromium (`apt-get install chromium`; `make test` installs it) and playwright from
 requirements.txt; no browser is downloaded. SPECDEC_BROWSER_NOTEBOOKS=01_x,03_y limits the notebooks run.
 """
+
 import json
 import os
 import shutil
@@ -37,21 +38,20 @@ import time
 from pathlib import Path
 
 import pytest
+from browser import page as lab_page
+from browser.lab import CHROMIUM, LabServer, launch_browser
+from browser.promises import figure_cells, widget_cells
+from nbhelpers import ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, read, solution_path
 
 from autograde import NOTEBOOKS, REPO
 from autograde.release import publish
 from autograde.workspace import set_up
-from nbhelpers import ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, read, solution_path
 from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
-
-from browser import page as lab_page
-from browser.lab import CHROMIUM, LabServer, launch_browser
-from browser.promises import figure_cells, widget_cells
 
 ARTIFACTS = REPO / "tests" / "artifacts" / "browser"
 DOCS_SCREENSHOT = REPO / "docs" / "jupyterlab.png"
 VIEWPORT = {"width": 1280, "height": 800}
-BUDGET_S = 900                  # the whole browser run (every solution's full Run All), CI on 2 cores: reported
+BUDGET_S = 900  # the whole browser run (every solution's full Run All), CI on 2 cores: reported
 # full mode unless SPECDEC_BROWSER_QUICK=1 (the smaller measurement sweeps)
 QUICK = "1" if os.environ.get("SPECDEC_BROWSER_QUICK") == "1" else "0"
 # Run All is waited for this long; the 180 s budget of a full run is asserted by test_notebooks.py on its time
@@ -71,9 +71,9 @@ def _first_explorer():
 
 
 EXPLORER = _first_explorer()
-TIMES = {}                      # notebook -> seconds from Run All Cells to idle
-CPU = {}                        # notebook -> CPU seconds its kernel used (start-up and run)
-SLIDER_MOVED = {}               # notebook -> (readout before, readout after)
+TIMES = {}  # notebook -> seconds from Run All Cells to idle
+CPU = {}  # notebook -> CPU seconds its kernel used (start-up and run)
+SLIDER_MOVED = {}  # notebook -> (readout before, readout after)
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebooks, pytest.mark.timeout(RUN_S + 120)]
 
@@ -90,14 +90,14 @@ def _nb(*sources):
 def test_the_figure_promise_rule_reads_the_source():
     """No browser: which cells count as promising a figure, or as building a widget."""
     nb = _nb(
-        "fig, ax = new_axes('t')\nax.plot([1], [2])",              # 0 helper makes a figure
-        "def draw(a=1):\n    plt.plot([a])\n    plt.show()",       # 1 only defines it
-        "draw(2)",                                                # 2 calls a plotting function
-        "widgets.interact(draw, a=(0, 5))",                       # 3 explorer
-        "if torch.cuda.is_available():\n    plt.show()",          # 4 GPU only
-        "x = 1  # plt.show() in a comment",                       # 5 nothing
-        "%matplotlib inline\nplt.figure()",                       # 6 magic + figure
-        "@interact(a=(0, 1))\ndef g(a):\n    draw(a)",             # 7 decorated explorer
+        "fig, ax = new_axes('t')\nax.plot([1], [2])",  # 0 helper makes a figure
+        "def draw(a=1):\n    plt.plot([a])\n    plt.show()",  # 1 only defines it
+        "draw(2)",  # 2 calls a plotting function
+        "widgets.interact(draw, a=(0, 5))",  # 3 explorer
+        "if torch.cuda.is_available():\n    plt.show()",  # 4 GPU only
+        "x = 1  # plt.show() in a comment",  # 5 nothing
+        "%matplotlib inline\nplt.figure()",  # 6 magic + figure
+        "@interact(a=(0, 1))\ndef g(a):\n    draw(a)",  # 7 decorated explorer
     )
     assert figure_cells(nb) == [0, 2, 3, 6, 7]
     assert widget_cells(nb) == [3, 7]
@@ -106,8 +106,10 @@ def test_the_figure_promise_rule_reads_the_source():
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, request):
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does this), "
-                    "or set SPECDEC_SKIP_BROWSER=1 to skip the browser tests")
+        pytest.fail(
+            f"{CHROMIUM} is missing: `apt-get install chromium` (make test does this), "
+            "or set SPECDEC_SKIP_BROWSER=1 to skip the browser tests"
+        )
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     base = tmp_path_factory.mktemp("lab")
@@ -120,9 +122,13 @@ def lab(tmp_path_factory, request):
     # a learner who has done the work: the solution in place of their copy
     for name in RUN:
         shutil.copyfile(solution_path(name), root / name / f"{name}.ipynb")
-    server = LabServer(root, base / "home", cwd=REPO,
-                       env_extra={"SPECDEC_QUICK": QUICK, "SPECDEC_EXCHANGE": str(base / "exchange")},
-                       log_path=ARTIFACTS / "jupyter-lab.log")
+    server = LabServer(
+        root,
+        base / "home",
+        cwd=REPO,
+        env_extra={"SPECDEC_QUICK": QUICK, "SPECDEC_EXCHANGE": str(base / "exchange")},
+        log_path=ARTIFACTS / "jupyter-lab.log",
+    )
     t0 = time.perf_counter()
     server.start()
     server.load_at_start = os.getloadavg()
@@ -132,11 +138,20 @@ def lab(tmp_path_factory, request):
 
 
 def _summary(request, lab, wall_s):
-    (ARTIFACTS / "times.json").write_text(json.dumps(
-        {"SPECDEC_QUICK": QUICK, "notebooks_s": {k: round(v, 1) for k, v in TIMES.items()},
-         "kernel_cpu_s": {k: round(v, 1) for k, v in CPU.items()},
-         "browser_module_wall_s": round(wall_s, 1), "cpus": os.cpu_count(),
-         "load_average_at_start": lab.load_at_start, "load_average_at_end": os.getloadavg()}, indent=1))
+    (ARTIFACTS / "times.json").write_text(
+        json.dumps(
+            {
+                "SPECDEC_QUICK": QUICK,
+                "notebooks_s": {k: round(v, 1) for k, v in TIMES.items()},
+                "kernel_cpu_s": {k: round(v, 1) for k, v in CPU.items()},
+                "browser_module_wall_s": round(wall_s, 1),
+                "cpus": os.cpu_count(),
+                "load_average_at_start": lab.load_at_start,
+                "load_average_at_end": os.getloadavg(),
+            },
+            indent=1,
+        )
+    )
     rep = request.config.pluginmanager.getplugin("terminalreporter")
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if rep is None or capture is None:
@@ -151,9 +166,11 @@ def _write_summary(rep, lab, wall_s):
     for name, s in TIMES.items():
         cpu = f"   kernel CPU {CPU[name]:6.1f} s" if name in CPU else ""
         rep.write_line(f"  {name:40s} {s:6.1f} s{cpu}")
-    rep.write_line(f"  {'whole browser module (server, browser, validate, ...)':40s} {wall_s:6.1f} s "
-                   f"(budget {BUDGET_S} s; {os.cpu_count()} CPUs, load average "
-                   f"{lab.load_at_start[0]:.1f} at start)")
+    rep.write_line(
+        f"  {'whole browser module (server, browser, validate, ...)':40s} {wall_s:6.1f} s "
+        f"(budget {BUDGET_S} s; {os.cpu_count()} CPUs, load average "
+        f"{lab.load_at_start[0]:.1f} at start)"
+    )
     rep.write_line(f"  screenshots and log: {ARTIFACTS.relative_to(REPO)}/")
 
 
@@ -188,7 +205,7 @@ def _keep_executed_notebook(page, lab, rel):
     try:
         lab_page.save(page)
         shutil.copy(lab.root / rel, ARTIFACTS / Path(rel).name)
-    except Exception as exc:          # the report should still say what failed first
+    except Exception as exc:  # the report should still say what failed first
         print(f"could not keep the executed notebook: {exc}")
 
 
@@ -209,16 +226,19 @@ def test_solution_runs_in_jupyterlab_without_errors_and_shows_its_figures(name, 
             lab_page.scroll_to_cell(page, errors[0][0])
         shot = _shot(page, name)
         assert not errors, f"{name}: cells raised {errors}; screenshot {shot}"
-        not_run = [r["index"] for r in report if r["type"] == "code" and r["source"].strip()
-                   and r["execution_count"] is None]
+        not_run = [
+            r["index"] for r in report if r["type"] == "code" and r["source"].strip() and r["execution_count"] is None
+        ]
         assert not not_run, f"{name}: cells {not_run} never ran; screenshot {shot}"
 
         missing = [i for i in promised if report[i]["imgs_rendered"] < 1]
         if missing:
             lab_page.scroll_to_cell(page, missing[0])
             shot = _shot(page, f"{name}-missing-figure")
-        assert not missing, (f"{name}: cells {missing} promise a figure but show no rendered image "
-                             f"(promised in cells {promised}); screenshot {shot}")
+        assert not missing, (
+            f"{name}: cells {missing} promise a figure but show no rendered image "
+            f"(promised in cells {promised}); screenshot {shot}"
+        )
         unrendered = [r["index"] for r in report if r["imgs_rendered"] < r["image_outputs"]]
         assert not unrendered, f"{name}: cells {unrendered} hold image outputs the page did not render; {shot}"
         no_widget = [i for i in widget_cells(nb) if report[i]["widgets"] < 1]
@@ -228,21 +248,23 @@ def test_solution_runs_in_jupyterlab_without_errors_and_shows_its_figures(name, 
         if name == EXPLORER:
             _move_explorer_slider(page, name, _explorer_cells(nb)[0], report)
         print(f"{name}: ran in {seconds:.1f} s in JupyterLab; figures in cells {promised}")
-        if QUICK == "0":            # the full run: keep its outputs for test_notebooks.py to judge
+        if QUICK == "0":  # the full run: keep its outputs for test_notebooks.py to judge
             lab_page.save(page)
             kept = ARTIFACTS / "executed" / f"{name}.ipynb"
             kept.parent.mkdir(exist_ok=True)
             shutil.copyfile(lab.root / rel, kept)
             EXECUTED[name] = (kept, seconds)
             measured = (lab.root / rel).parent / INSIGHTS_FILE
-            if measured.is_file():                  # what the notebook saved beside itself, for test_notebooks.py
+            if measured.is_file():  # what the notebook saved beside itself, for test_notebooks.py
                 MEASUREMENTS[name] = ARTIFACTS / "executed" / f"{name}.{INSIGHTS_FILE}"
                 shutil.copyfile(measured, MEASUREMENTS[name])
         ok = True
     finally:
         if not ok:
-            print(f"{name} failed: screenshot {_shot(page, f'{name}-failure')}, server log "
-                  f"{(ARTIFACTS / 'jupyter-lab.log').relative_to(REPO)}")
+            print(
+                f"{name} failed: screenshot {_shot(page, f'{name}-failure')}, server log "
+                f"{(ARTIFACTS / 'jupyter-lab.log').relative_to(REPO)}"
+            )
             _keep_executed_notebook(page, lab, rel)
         _close(page, lab)
 
@@ -285,8 +307,10 @@ def _small_png(src, dest):
 
 def test_the_first_explorer_slider_changes_its_figure(lab):
     if EXPLORER is None:
-        pytest.skip("no notebook in solutions/ has an ipywidgets slider yet "
-                    "(the mechanism is still proven on a throwaway notebook below)")
+        pytest.skip(
+            "no notebook in solutions/ has an ipywidgets slider yet "
+            "(the mechanism is still proven on a throwaway notebook below)"
+        )
     if EXPLORER not in TIMES:
         pytest.skip(f"{EXPLORER} was not run in this session (deselected)")
     assert EXPLORER in SLIDER_MOVED, f"{EXPLORER}: the slider was not moved (see the test that ran it)"
@@ -326,8 +350,10 @@ def test_dragging_a_slider_redraws_an_interact_figure_on_a_throwaway_notebook(la
         report = lab_page.cell_report(page)
         assert report[0]["errors"] == [] and report[0]["sliders"] == 1, report[0]
         cell = lab_page.cell_locator(page, 0)
-        page.wait_for_function("() => document.querySelector('.widget-output img, .jupyter-widgets-output-area img')"
-                               "?.naturalWidth > 0", timeout=60_000)
+        page.wait_for_function(
+            "() => document.querySelector('.widget-output img, .jupyter-widgets-output-area img')?.naturalWidth > 0",
+            timeout=60_000,
+        )
         old = lab_page.widget_image_src(cell)
         before, after = lab_page.drag_slider(page, cell, fraction=-0.3)
         assert (before, after) != ("8.0", "8.0") and before != after, (before, after)
@@ -349,8 +375,9 @@ def test_nbgrader_validate_fails_an_untouched_learner_notebook_and_passes_its_so
         if kind == "learner":
             (lab.root / rel).rename(lab.root / f"{name}-my-old-copy.ipynb")
             sync = set_up(NOTEBOOKS, lab.root)
-            assert sync.restored == [rel] and (lab.root / rel).read_bytes() == (NOTEBOOKS / rel).read_bytes(), \
+            assert sync.restored == [rel] and (lab.root / rel).read_bytes() == (NOTEBOOKS / rel).read_bytes(), (
                 sync.messages
+            )
         else:
             shutil.copyfile(solution_path(name), lab.root / rel)
         try:
@@ -359,8 +386,9 @@ def test_nbgrader_validate_fails_an_untouched_learner_notebook_and_passes_its_so
             dialog, result = lab_page.click_validate(page, NOTEBOOK_SECONDS)
             seconds[kind] = time.perf_counter() - t0
             shot = _shot(page, f"validate-{kind}")
-            assert expect in result["class"].split(), \
+            assert expect in result["class"].split(), (
                 f"{kind} copy of {name}: Validate showed {result['class']!r}: {result['text'][:500]}; {shot}"
+            )
             want = "The following cell failed" if kind == "learner" else "Success! Your notebook passes all the tests."
             assert want in result["text"], f"{kind} copy of {name}: {result['text'][:500]}"
             lab_page.dismiss_dialog(dialog)
@@ -383,7 +411,7 @@ def test_nbgrader_assignment_list_shows_the_course_as_downloaded(lab, page):
             downloaded.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
     finally:
         shot = _shot(page, "assignment-list")
-    if os.environ.get("SPECDEC_DOCS_SCREENSHOT") == "1" and RUN == ASSIGNMENTS:   # the whole course listed
+    if os.environ.get("SPECDEC_DOCS_SCREENSHOT") == "1" and RUN == ASSIGNMENTS:  # the whole course listed
         _small_png(REPO / shot, DOCS_SCREENSHOT.parent / "assignment-list.png")
     text = panel.inner_text()
     assert "does not exist" not in text, f"the Assignment List reports an exchange error: {text[:400]}; {shot}"
@@ -393,8 +421,9 @@ def test_given_cells_show_their_summary_folded_and_expand_on_a_click(lab, page):
     """A given cell (restated answers) is folded to its first line, the `# Given: restated from ...` summary;
     a click on the placeholder shows the code. On the workspace's learner copy of 09 (two given cells)."""
     from autograde.given import given_cells
+
     name = "09_speculation_that_pays"
-    rel = f"{name}/{name}-given-check.ipynb"             # beside the workspace's own copy, which other tests run
+    rel = f"{name}/{name}-given-check.ipynb"  # beside the workspace's own copy, which other tests run
     shutil.copyfile(NOTEBOOKS / name / f"{name}.ipynb", lab.root / rel)
     given = given_cells(read(lab.root / rel))
     assert given, f"{name} has no given cell"
@@ -407,10 +436,14 @@ def test_given_cells_show_their_summary_folded_and_expand_on_a_click(lab, page):
             assert placeholder.count() == 1 and placeholder.is_visible(), f"{name} cell {index} is not folded"
             shown = placeholder.locator(".jp-PlaceholderText").inner_text().strip()
             assert shown == cell.source.splitlines()[0], f"{name} cell {index}: the folded cell shows {shown!r}"
-            assert node.locator(".jp-InputArea .cm-content").count() == 0 or not node.locator(".jp-InputArea").is_visible()
+            assert (
+                node.locator(".jp-InputArea .cm-content").count() == 0 or not node.locator(".jp-InputArea").is_visible()
+            )
             placeholder.locator(".jp-Placeholder-content").click()
             code = node.locator(".jp-InputArea .cm-content")
             code.wait_for(state="visible", timeout=10_000)
-            assert "def " in code.inner_text(), f"{name} cell {index}: expanded, it shows no code; {_shot(page, 'given-expanded')}"
+            assert "def " in code.inner_text(), (
+                f"{name} cell {index}: expanded, it shows no code; {_shot(page, 'given-expanded')}"
+            )
     finally:
         _close(page, lab)

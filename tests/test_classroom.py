@@ -26,6 +26,7 @@ test fails. The tests run in file order and build on each other:
 
 Skips, with the reason, where the machine cannot create users (not root, no useradd).
 """
+
 import csv
 import json
 import os
@@ -51,22 +52,33 @@ TAG = f"sdt{os.getpid() % 100000}"
 INSTRUCTOR = f"{TAG}-instructor"
 STUDENTS = {f"{TAG}-correct": "correct", f"{TAG}-partial": "partial", f"{TAG}-blank": "blank"}
 BROWSER_STUDENT = f"{TAG}-browser"
-PARTIAL_FILLS = "expected_tokens"        # the partial student answers only this part
-SUBMIT_ORDER = [f"{TAG}-blank", f"{TAG}-partial", f"{TAG}-correct"]   # on time, inside grace, after grace
-RESUBMITTER = f"{TAG}-blank"             # resubmits a correct notebook after the deadline
-MEASURED = {f"{TAG}-correct": 1.12, f"{TAG}-partial": 1.46}    # students whose submission carries measurements: v(4)
+PARTIAL_FILLS = "expected_tokens"  # the partial student answers only this part
+SUBMIT_ORDER = [f"{TAG}-blank", f"{TAG}-partial", f"{TAG}-correct"]  # on time, inside grace, after grace
+RESUBMITTER = f"{TAG}-blank"  # resubmits a correct notebook after the deadline
+MEASURED = {f"{TAG}-correct": 1.12, f"{TAG}-partial": 1.46}  # students whose submission carries measurements: v(4)
 
 
 def measurements(user):
-    """A my_measurements.json as a notebook writes it (specdec.measure.my_measurements.record), with this student's v(4)."""
+    """A my_measurements.json as a notebook writes it (specdec.measure.my_measurements.record), with this student's
+    v(4)."""
     import tempfile
 
     from specdec.measure.my_measurements import record
 
     with tempfile.TemporaryDirectory() as d:
-        return record(ASSIGNMENT, {"path": "bf16", "c": 0.06, "v": {1: 1.04, 4: MEASURED[user]},
-                                   "alpha": {"code": 0.6, "json": 0.87}, "speedup": {"code": 1.3, "json": 2.1}},
-                      folder=d).read_text()
+        return record(
+            ASSIGNMENT,
+            {
+                "path": "bf16",
+                "c": 0.06,
+                "v": {1: 1.04, 4: MEASURED[user]},
+                "alpha": {"code": 0.6, "json": 0.87},
+                "speedup": {"code": 1.3, "json": 2.1},
+            },
+            folder=d,
+        ).read_text()
+
+
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom"
 
 pytestmark = [pytest.mark.e2e, pytest.mark.notebooks, pytest.mark.timeout(600)]
@@ -91,15 +103,20 @@ def test_a_port_in_use_is_reported_with_the_port():
         port = s.getsockname()[1]
         with pytest.raises(ClassroomError, match=f"port {port} on 127.0.0.1 is in use"):
             check_port_free(port)
-    assert check_port_free(port) == port          # free again once released
+    assert check_port_free(port) == port  # free again once released
 
 
 def test_a_missing_exchange_or_a_wrong_mode_is_reported(tmp_path):
     with pytest.raises(ClassroomError, match="exchange folder .* does not exist"):
         check_exchange(tmp_path / "nowhere")
     root = tmp_path / "exchange"
-    for rel, mode in ((".", 0o1777), (COURSE_ID, 0o2755), (f"{COURSE_ID}/outbound", 0o2755),
-                      (f"{COURSE_ID}/inbound", 0o2773), (f"{COURSE_ID}/feedback", 0o2771)):
+    for rel, mode in (
+        (".", 0o1777),
+        (COURSE_ID, 0o2755),
+        (f"{COURSE_ID}/outbound", 0o2755),
+        (f"{COURSE_ID}/inbound", 0o2773),
+        (f"{COURSE_ID}/feedback", 0o2771),
+    ):
         (root / rel).mkdir(parents=True, exist_ok=True)
         os.chmod(root / rel, mode)
     assert check_exchange(root) == root
@@ -116,8 +133,23 @@ def test_the_command_refuses_an_invalid_student_name_before_creating_anything(tm
     from classroom.__main__ import main
 
     root = tmp_path / "room"
-    assert main(["up", "--names", "sd-ok,Bad Name", "--root", str(root), "--prefix", str(tmp_path / "env"),
-                 "--port", str(free_port()), "--no-hub"]) == 2
+    assert (
+        main(
+            [
+                "up",
+                "--names",
+                "sd-ok,Bad Name",
+                "--root",
+                str(root),
+                "--prefix",
+                str(tmp_path / "env"),
+                "--port",
+                str(free_port()),
+                "--no-hub",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     if os.geteuid() == 0:
         assert "'Bad Name' is not a valid Unix user name" in err, err
@@ -136,7 +168,6 @@ def test_a_root_user_server_gets_allow_root_and_an_unknown_user_is_named():
         singleuser_args("no-such-user-xyz")
 
 
-
 def test_a_classroom_gives_each_user_a_password_and_locks_after_5_failures_for_300_s_by_default():
     room = Classroom("sd-instructor", ["sd-student01"])
     assert room.auth == "pam"
@@ -144,6 +175,7 @@ def test_a_classroom_gives_each_user_a_password_and_locks_after_5_failures_for_3
     with pytest.raises(ClassroomError, match="unknown authentication 'ldap'"):
         Classroom("sd-instructor", [], auth="ldap")
     from classroom.provision import new_password
+
     passwords = {new_password() for _ in range(200)}
     assert len(passwords) == 200 and all(len(p) == 19 and not set(p) & set("01ilo") for p in passwords)
 
@@ -153,14 +185,14 @@ def test_the_lockout_counts_attempts_in_flight_and_lifts_after_its_time():
     5 answers and 3 refusals; then the right password is refused until the lockout's time has passed."""
     import asyncio
 
+    from jupyterhub.auth import Authenticator
     from tornado import web
 
     from classroom.auth import LoginLockout
-    from jupyterhub.auth import Authenticator
 
     class Slow(Authenticator):
         async def authenticate(self, handler, data):
-            await asyncio.sleep(0.05)                    # as PAM, which waits after a wrong password
+            await asyncio.sleep(0.05)  # as PAM, which waits after a wrong password
             return data["username"] if data["password"] == "right" else None
 
     class Locked(LoginLockout, Slow):
@@ -189,7 +221,6 @@ def test_the_lockout_counts_attempts_in_flight_and_lifts_after_its_time():
     asyncio.run(run())
 
 
-
 @pytest.mark.parametrize("auth", ["pam", "shared"])
 def test_the_hub_configuration_takes_the_authenticator_and_the_lockout_from_the_state(tmp_path, monkeypatch, auth):
     from traitlets.config.loader import PyFileConfigLoader
@@ -197,10 +228,23 @@ def test_the_hub_configuration_takes_the_authenticator_and_the_lockout_from_the_
     from classroom import REPO
     from classroom.auth import LockoutPAMAuthenticator, LockoutSharedPasswordAuthenticator
 
-    state = {"hub_dir": str(tmp_path), "course": COURSE_ID, "instructor": "root", "students": ["nobody"],
-             "python": "/usr/bin/python3", "port": 1, "hub_port": 2, "proxy_command": ["chp"], "proxy_api_port": 3,
-             "proxy_token": "t", "service_port": 4, "admin_token": "a", "course_dir": str(tmp_path), "auth": auth,
-             "lockout": {"failed_logins_allowed": 7, "lockout_seconds": 60}}
+    state = {
+        "hub_dir": str(tmp_path),
+        "course": COURSE_ID,
+        "instructor": "root",
+        "students": ["nobody"],
+        "python": "/usr/bin/python3",
+        "port": 1,
+        "hub_port": 2,
+        "proxy_command": ["chp"],
+        "proxy_api_port": 3,
+        "proxy_token": "t",
+        "service_port": 4,
+        "admin_token": "a",
+        "course_dir": str(tmp_path),
+        "auth": auth,
+        "lockout": {"failed_logins_allowed": 7, "lockout_seconds": 60},
+    }
     if auth == "shared":
         state["password"] = "a-shared-password"
     (tmp_path / "state.json").write_text(json.dumps(state))
@@ -221,9 +265,14 @@ def as_user(room, user, code, cwd="/", timeout=600, args=(), env=None, input=Non
 
 def can_read(room, user, path):
     """'ok', or the error `user` gets listing (folder) or reading (file) `path`."""
-    done = as_user(room, user, "import os, sys\np = sys.argv[1]\n"
-                               "try:\n    os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n"
-                               "    print('ok')\nexcept OSError as e:\n    print(type(e).__name__)", args=[str(path)])
+    done = as_user(
+        room,
+        user,
+        "import os, sys\np = sys.argv[1]\n"
+        "try:\n    os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)\n"
+        "    print('ok')\nexcept OSError as e:\n    print(type(e).__name__)",
+        args=[str(path)],
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -242,7 +291,7 @@ def max_points():
 
 # --------------------------------------------------------------------------------------- the classroom
 TIMES = {}
-DONE = set()     # steps that completed, for the ones that build on them
+DONE = set()  # steps that completed, for the ones that build on them
 
 
 def need(*steps):
@@ -251,13 +300,19 @@ def need(*steps):
         pytest.fail(f"an earlier step failed, so this one cannot run: {missing}")
 
 
-LOCKOUT_S = 15          # the test classroom's lockout (the default is 300 s): long enough to see, short to wait out
+LOCKOUT_S = 15  # the test classroom's lockout (the default is 300 s): long enough to see, short to wait out
 
 
 @pytest.fixture(scope="module")
 def room():
-    room = Classroom(INSTRUCTOR, [*STUDENTS, BROWSER_STUDENT], port=free_port(),
-                     root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom", lockout_seconds=LOCKOUT_S)
+    room = Classroom(
+        INSTRUCTOR,
+        [*STUDENTS, BROWSER_STUDENT],
+        port=free_port(),
+        root=f"/srv/{TAG}-classroom",
+        prefix=f"/opt/{TAG}-classroom",
+        lockout_seconds=LOCKOUT_S,
+    )
     # SPECDEC_CLASSROOM_KEEP=1 (debugging) leaves the classroom standing: `python -m classroom down --root ...`
     with disposable_classroom(room, ARTIFACTS, keep=os.environ.get("SPECDEC_CLASSROOM_KEEP") == "1"):
         t0 = time.monotonic()
@@ -278,8 +333,9 @@ def user_api(room, user, token, path, method="GET", body=None):
 
 
 def formgrader(room, token, path, method="GET"):
-    result = room.api(f"/services/{COURSE_ID}/formgrader/api{path}", method, {} if method == "POST" else None,
-                      token=token)
+    result = room.api(
+        f"/services/{COURSE_ID}/formgrader/api{path}", method, {} if method == "POST" else None, token=token
+    )
     if isinstance(result, dict) and result.get("success") is False:
         pytest.fail(f"formgrader {method} {path} failed:\n{result.get('error')}\n{result.get('log')}")
     return result
@@ -312,8 +368,11 @@ def test_the_classroom_is_set_up_with_users_groups_and_a_private_course(room):
 # ------------------------------------------------------------------------------ accounts and logins
 def secrets_of(room, but=None):
     """What no learner may read: the hub's tokens and cookie secret, every other user's password."""
-    found = [room.state["admin_token"], room.state["proxy_token"],
-             (room.hub_dir / "jupyterhub_cookie_secret").read_text().strip()]
+    found = [
+        room.state["admin_token"],
+        room.state["proxy_token"],
+        (room.hub_dir / "jupyterhub_cookie_secret").read_text().strip(),
+    ]
     return found + [p for u, p in room.credentials().items() if u != but]
 
 
@@ -341,14 +400,25 @@ def test_every_user_has_a_password_of_their_own_in_a_file_only_root_reads(room):
     assert all(table.count(f"{u} ") == 1 and creds[u] in table for u in creds), table
     # no learner reads the file, the state, or the hub's folder (database, cookie secret, log)
     learner = f"{TAG}-blank"
-    for p in (path, room.state_file, room.hub_dir, room.hub_dir / "jupyterhub_cookie_secret",
-              room.hub_dir / "jupyterhub.sqlite", room.hub_dir / "jupyterhub.log"):
+    for p in (
+        path,
+        room.state_file,
+        room.hub_dir,
+        room.hub_dir / "jupyterhub_cookie_secret",
+        room.hub_dir / "jupyterhub.sqlite",
+        room.hub_dir / "jupyterhub.log",
+    ):
         assert can_read(room, learner, p) == "PermissionError", f"{learner} could read {p}"
     assert stat.S_IMODE((room.hub_dir / "jupyterhub_cookie_secret").stat().st_mode) == 0o600
     # nor finds a secret anywhere it can read: the classroom's folders, /tmp, every process's command line
     # and environment (the hub hands tokens to the proxy and to the servers in their environment, not argv)
-    done = as_user(room, learner, SECRET_SCAN, args=[str(room.root), str(room.prefix / "venv" / "etc"), "/tmp"],
-                   input="\n".join(secrets_of(room, but=learner)))
+    done = as_user(
+        room,
+        learner,
+        SECRET_SCAN,
+        args=[str(room.root), str(room.prefix / "venv" / "etc"), "/tmp"],
+        input="\n".join(secrets_of(room, but=learner)),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "none", done.stdout
     assert pwd.getpwnam(learner).pw_uid != 0
@@ -360,15 +430,24 @@ def test_a_learner_logs_in_with_their_own_password_and_nobody_with_a_wrong_one(r
     creds = room.credentials()
     a, b = f"{TAG}-correct", f"{TAG}-partial"
     session, answer = room.login(a, creds[a])
-    assert answer.status_code == 302, answer.status_code            # logged in: on to the spawn page
-    assert session.get(f"{room.url}/hub/api/user", headers={"X-XSRFToken": session.cookies.get(
-        "_xsrf", path="/hub/")}).json()["name"] == a
+    assert answer.status_code == 302, answer.status_code  # logged in: on to the spawn page
+    assert (
+        session.get(
+            f"{room.url}/hub/api/user", headers={"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")}
+        ).json()["name"]
+        == a
+    )
     from concurrent.futures import ThreadPoolExecutor
 
-    tries = {"A with B's password": (a, creds[b]), "B with A's password": (b, creds[a]), "an empty password": (a, ""),
-             "the instructor with a learner's password": (INSTRUCTOR, creds[a]),
-             "an unknown user": (f"{TAG}-nobody", creds[a]), "root, not a classroom user": ("root", creds[a])}
-    with ThreadPoolExecutor(len(tries)) as pool:         # PAM waits 3 s after each wrong password
+    tries = {
+        "A with B's password": (a, creds[b]),
+        "B with A's password": (b, creds[a]),
+        "an empty password": (a, ""),
+        "the instructor with a learner's password": (INSTRUCTOR, creds[a]),
+        "an unknown user": (f"{TAG}-nobody", creds[a]),
+        "root, not a classroom user": ("root", creds[a]),
+    }
+    with ThreadPoolExecutor(len(tries)) as pool:  # PAM waits 3 s after each wrong password
         refused = dict(zip(tries, pool.map(lambda t: room.login(*t), tries.values())))
     for what, (session, answer) in refused.items():
         assert answer.status_code == 403, (what, answer.status_code)
@@ -412,10 +491,12 @@ def test_formgrader_refuses_a_notebook_that_restates_an_open_assignment_and_rele
     def release():
         return room.api(f"/services/{COURSE_ID}/formgrader/api/assignment/{early}/release", "POST", {}, token=token)
 
-    refusal = (f"not released: {early} restates answers of {origin}, which accepts submissions until "
-               f"{closes:%Y-%m-%d %H:%M} UTC")
+    refusal = (
+        f"not released: {early} restates answers of {origin}, which accepts submissions until "
+        f"{closes:%Y-%m-%d %H:%M} UTC"
+    )
     try:
-        toml.write_text(f"[assignments.{origin}]\ndue = {closes.isoformat()}\n")      # (root keeps owner and mode)
+        toml.write_text(f"[assignments.{origin}]\ndue = {closes.isoformat()}\n")  # (root keeps owner and mode)
         result = release()
         assert result["success"] is False and refusal in result["log"], result
         assert "--OrderedRelease.force_early=True" in result["log"]
@@ -450,8 +531,9 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
         assert listed["success"], listed
         rows = {a["assignment_id"]: a for a in listed["value"]}
         assert rows[ASSIGNMENT]["status"] == "released", rows
-        fetched = user_api(room, user, token, "/assignments/fetch", "POST",
-                           {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        fetched = user_api(
+            room, user, token, "/assignments/fetch", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT}
+        )
         assert fetched["success"], fetched
         path = f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
         got = user_api(room, user, token, path)
@@ -459,11 +541,20 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
         nb = filled_notebook(kind)
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} ({kind})."))
         user_api(room, user, token, path, "PUT", {"type": "notebook", "format": "json", "content": nb})
-        if user in MEASURED:     # what a speed notebook saves beside itself (specdec/measure/my_measurements.py), to travel along
-            user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/{INSIGHTS_FILE}", "PUT",
-                     {"type": "file", "format": "text", "content": measurements(user)})
-        submitted = user_api(room, user, token, "/assignments/submit", "POST",
-                             {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        if (
+            user in MEASURED
+        ):  # what a speed notebook saves beside itself (specdec/measure/my_measurements.py), to travel along
+            user_api(
+                room,
+                user,
+                token,
+                f"/api/contents/{ASSIGNMENT}/{INSIGHTS_FILE}",
+                "PUT",
+                {"type": "file", "format": "text", "content": measurements(user)},
+            )
+        submitted = user_api(
+            room, user, token, "/assignments/submit", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT}
+        )
         assert submitted["success"], submitted
         rows = [a for a in submitted["value"] if a["assignment_id"] == ASSIGNMENT and a["status"] == "submitted"]
         assert rows and rows[0]["submissions"], submitted
@@ -473,10 +564,17 @@ def test_students_fetch_fill_and_submit_through_their_own_servers(room):
     user, token = RESUBMITTER, TOKENS[RESUBMITTER]
     nb = filled_notebook("correct")
     nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"Submitted by {user} (resubmitted, correct)."))
-    user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb", "PUT",
-             {"type": "notebook", "format": "json", "content": nb})
-    submitted = user_api(room, user, token, "/assignments/submit", "POST",
-                         {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+    user_api(
+        room,
+        user,
+        token,
+        f"/api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+        "PUT",
+        {"type": "notebook", "format": "json", "content": nb},
+    )
+    submitted = user_api(
+        room, user, token, "/assignments/submit", "POST", {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT}
+    )
     rows = [a for a in submitted["value"] if a["assignment_id"] == ASSIGNMENT and a["status"] == "submitted"]
     SUBMITTED["resubmission"] = max(s["timestamp"] for s in rows[0]["submissions"])
     inbound = room.exchange / COURSE_ID / "inbound"
@@ -510,16 +608,24 @@ def test_a_student_cannot_list_or_open_another_students_submission_the_solutions
     assert can_read(room, other, inbound) == "PermissionError", "a student could list inbound/"
     for path in (theirs, theirs / f"{ASSIGNMENT}.ipynb", theirs / "submission_secret.txt"):
         assert can_read(room, other, path) == "PermissionError", f"{other} could open {path}"
-    done = as_user(room, other, f"import os\ntry:\n    os.remove({str(theirs / 'timestamp.txt')!r})\n    print('removed')\n"
-                                "except OSError as e:\n    print(type(e).__name__)")
+    done = as_user(
+        room,
+        other,
+        f"import os\ntry:\n    os.remove({str(theirs / 'timestamp.txt')!r})\n    print('removed')\n"
+        "except OSError as e:\n    print(type(e).__name__)",
+    )
     assert done.stdout.strip() == "PermissionError", "a student could delete another's submission"
     import pwd
+
     home = pwd.getpwnam(f"{TAG}-correct").pw_dir
-    for path in (Path(home) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",          # fetched and filled, in the home
-                 room.course_dir, room.course_dir / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
-                 room.course_dir / "autograde" / "work",
-                 SOLUTIONS / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",           # the repository itself
-                 room.exchange / COURSE_ID / "feedback"):
+    for path in (
+        Path(home) / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",  # fetched and filled, in the home
+        room.course_dir,
+        room.course_dir / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",
+        room.course_dir / "autograde" / "work",
+        SOLUTIONS / ASSIGNMENT / f"{ASSIGNMENT}.ipynb",  # the repository itself
+        room.exchange / COURSE_ID / "feedback",
+    ):
         assert can_read(room, other, path) == "PermissionError", f"{other} could read {path}"
     # what the students may read, they can (so the checks above are not failing for another reason)
     assert can_read(room, other, room.exchange / COURSE_ID / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb") == "ok"
@@ -562,23 +668,34 @@ def test_logged_in_as_one_learner_nothing_of_another_learners_is_reachable(room)
     token = room.session_token(session, a)
     xsrf = {"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")}
     hub = f"{room.url}/hub/api"
-    tries = [("GET", f"{hub}/users/{b}", None), ("GET", f"{hub}/users/{b}/tokens", None),
-             ("POST", f"{hub}/users/{b}/tokens", {"note": "mine now"}), ("POST", f"{hub}/users/{b}/server", {}),
-             ("DELETE", f"{hub}/users/{b}/server", None), ("PATCH", f"{hub}/users/{a}", {"admin": True}),
-             ("PATCH", f"{hub}/users/{b}", {"name": f"{a}-b"}), ("POST", f"{hub}/users/{a}/tokens", {"scopes": ["admin:users"]}),
-             ("GET", f"{hub}/proxy", None), ("POST", f"{hub}/groups/formgrade-{COURSE_ID}/users", {"users": [a]}),
-             ("GET", f"{room.url}/user/{b}/api/contents/{ASSIGNMENT}", None),
-             ("PUT", f"{room.url}/user/{b}/api/contents/planted.txt", {"type": "file", "format": "text", "content": "x"}),
-             ("GET", f"{room.url}/hub/admin", None), ("GET", f"{room.url}/hub/spawn/{b}", None)]
-    refused = (400, 403, 404)          # 400: "scopes not held by User A" (asking a token for more than A has)
+    tries = [
+        ("GET", f"{hub}/users/{b}", None),
+        ("GET", f"{hub}/users/{b}/tokens", None),
+        ("POST", f"{hub}/users/{b}/tokens", {"note": "mine now"}),
+        ("POST", f"{hub}/users/{b}/server", {}),
+        ("DELETE", f"{hub}/users/{b}/server", None),
+        ("PATCH", f"{hub}/users/{a}", {"admin": True}),
+        ("PATCH", f"{hub}/users/{b}", {"name": f"{a}-b"}),
+        ("POST", f"{hub}/users/{a}/tokens", {"scopes": ["admin:users"]}),
+        ("GET", f"{hub}/proxy", None),
+        ("POST", f"{hub}/groups/formgrade-{COURSE_ID}/users", {"users": [a]}),
+        ("GET", f"{room.url}/user/{b}/api/contents/{ASSIGNMENT}", None),
+        ("PUT", f"{room.url}/user/{b}/api/contents/planted.txt", {"type": "file", "format": "text", "content": "x"}),
+        ("GET", f"{room.url}/hub/admin", None),
+        ("GET", f"{room.url}/hub/spawn/{b}", None),
+    ]
+    refused = (400, 403, 404)  # 400: "scopes not held by User A" (asking a token for more than A has)
     let_in = []
     for method, url, body in tries:
-        by_token = requests.request(method, url, json=body, headers={"Authorization": f"token {token}"},
-                                    allow_redirects=False, timeout=60)
-        by_session = session.request(method, url, json=body, headers=xsrf, timeout=60)    # redirects followed
-        let_in += [(method, url, how, r.status_code, r.text[:200]) for how, r in (("token", by_token),
-                                                                                   ("session", by_session))
-                   if r.status_code not in refused and not _to_login(r)]
+        by_token = requests.request(
+            method, url, json=body, headers={"Authorization": f"token {token}"}, allow_redirects=False, timeout=60
+        )
+        by_session = session.request(method, url, json=body, headers=xsrf, timeout=60)  # redirects followed
+        let_in += [
+            (method, url, how, r.status_code, r.text[:200])
+            for how, r in (("token", by_token), ("session", by_session))
+            if r.status_code not in refused and not _to_login(r)
+        ]
     assert not let_in, let_in
     # the session and the token work where A may go (so the refusals above are not a broken login)
     assert session.get(f"{hub}/users/{a}", headers=xsrf, timeout=60).json()["name"] == a
@@ -591,19 +708,39 @@ def test_logged_in_as_one_learner_nothing_of_another_learners_is_reachable(room)
     assert can_read(room, a, "/proc/net/tcp") == "ok"
     ports = listening_ports(pwd.getpwnam(b).pw_uid)
     assert ports, "B's server listens on no port (is it running?)"
-    direct = [[m, f"http://127.0.0.1:{port}/user/{b}/api/contents/{ASSIGNMENT}", t, None]
-              for port in ports for m, t in (("GET", token), ("GET", None))]
-    direct += [["PUT", f"http://127.0.0.1:{port}/user/{b}/api/contents/planted.txt", token,
-                {"type": "file", "format": "text", "content": "x"}] for port in ports]
+    direct = [
+        [m, f"http://127.0.0.1:{port}/user/{b}/api/contents/{ASSIGNMENT}", t, None]
+        for port in ports
+        for m, t in (("GET", token), ("GET", None))
+    ]
+    direct += [
+        [
+            "PUT",
+            f"http://127.0.0.1:{port}/user/{b}/api/contents/planted.txt",
+            token,
+            {"type": "file", "format": "text", "content": "x"},
+        ]
+        for port in ports
+    ]
     proxy = f"http://127.0.0.1:{room.state['proxy_api_port']}/api/routes"
-    direct += [["GET", proxy, None, None], ["GET", proxy, token, None],
-               ["POST", f"{proxy}/user/{b}", None, {"target": "http://127.0.0.1:1"}],
-               ["GET", f"http://127.0.0.1:{room.state['hub_port']}/hub/api/users/{b}", token, None],
-               ["GET", f"http://127.0.0.1:{room.state['service_port']}/services/{COURSE_ID}/formgrader/api/assignments",
-                token, None]]
+    direct += [
+        ["GET", proxy, None, None],
+        ["GET", proxy, token, None],
+        ["POST", f"{proxy}/user/{b}", None, {"target": "http://127.0.0.1:1"}],
+        ["GET", f"http://127.0.0.1:{room.state['hub_port']}/hub/api/users/{b}", token, None],
+        [
+            "GET",
+            f"http://127.0.0.1:{room.state['service_port']}/services/{COURSE_ID}/formgrader/api/assignments",
+            token,
+            None,
+        ],
+    ]
     statuses = probe(room, a, direct)
-    let_in = [(method, url, bool(tok), status) for (method, url, tok, _), status in zip(direct, statuses)
-              if status not in ((302, 403, 404) if tok is None else refused)]
+    let_in = [
+        (method, url, bool(tok), status)
+        for (method, url, tok, _), status in zip(direct, statuses)
+        if status not in ((302, 403, 404) if tok is None else refused)
+    ]
     assert not let_in, let_in
     assert not (Path(pwd.getpwnam(b).pw_dir) / "planted.txt").exists()
     # the same requests with B's own token do reach B's server (so the refusals above are the hub's doing)
@@ -625,10 +762,14 @@ def test_a_learner_cannot_submit_in_another_learners_name_nor_slip_in_the_soluti
     inbound = room.exchange / COURSE_ID / "inbound"
     assert sorted(p.name.split("+")[0] for p in inbound.iterdir()) == sorted([*STUDENTS, RESUBMITTER])
     import datetime as dt
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")   # nbgrader's; the latest of all
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z")  # nbgrader's; the latest of all
     solution = room.course_dir / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     forged, linked = f"{b}+{ASSIGNMENT}+{stamp}+forged", f"{a}+{ASSIGNMENT}+{stamp}+linked"
-    done = as_user(room, a, f"""
+    done = as_user(
+        room,
+        a,
+        f"""
 import os, shutil
 inbound = {str(inbound)!r}
 for name, mode in (({forged!r}, 0o770), ({linked!r}, 0o755)):
@@ -637,7 +778,8 @@ for name, mode in (({forged!r}, 0o770), ({linked!r}, 0o755)):
     open(os.path.join(inbound, name, "timestamp.txt"), "w").write({stamp!r})
 shutil.copy({f"{home}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"!r}, os.path.join(inbound, {forged!r}))
 os.symlink({str(solution)!r}, os.path.join(inbound, {linked!r}, {f"{ASSIGNMENT}.ipynb"!r}))
-print("planted")""")
+print("planted")""",
+    )
     assert done.stdout.strip() == "planted", done.stderr
     try:
         result = formgrader(room, TOKENS[INSTRUCTOR], f"/assignment/{ASSIGNMENT}/collect", "POST")
@@ -654,7 +796,7 @@ print("planted")""")
         for nb in collected.glob(f"*/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"):
             assert not nb.is_symlink() and nb.read_bytes() != solution.read_bytes(), nb
     finally:
-        shutil.rmtree(inbound / linked, ignore_errors=True)        # as the instructor would, with sudo
+        shutil.rmtree(inbound / linked, ignore_errors=True)  # as the instructor would, with sudo
     DONE.add("forgery")
 
 
@@ -664,7 +806,8 @@ DEADLINE = {}
 
 def _utc(stamp):
     from nbgrader.utils import parse_utc
-    return parse_utc(stamp)          # naive UTC, as nbgrader keeps it
+
+    return parse_utc(stamp)  # naive UTC, as nbgrader keeps it
 
 
 def test_the_instructor_sets_a_deadline_in_the_course_file_and_formgrader_shows_it(room):
@@ -674,6 +817,7 @@ def test_the_instructor_sets_a_deadline_in_the_course_file_and_formgrader_shows_
     import datetime as dt
     import grp
     import pwd
+
     t = {u: _utc(SUBMITTED[u]) for u in SUBMIT_ORDER}
     blank, partial, correct = (t[u] for u in SUBMIT_ORDER)
     assert blank < partial < correct < _utc(SUBMITTED["resubmission"]), SUBMITTED
@@ -681,9 +825,11 @@ def test_the_instructor_sets_a_deadline_in_the_course_file_and_formgrader_shows_
     grace = (partial - due) + (correct - partial) / 2
     DEADLINE.update(due=due, grace=grace)
     path = room.course_dir / "course.toml"
-    path.write_text(f'[late_policy]\ngrace = "{grace.total_seconds():.6f}s"\npenalty = "percent_per_day"\n'
-                    f'percent_per_day = 10\nmax_percent = 50\nresubmission = "latest_on_time"\n\n'
-                    f'[assignments.{ASSIGNMENT}]\ndue = {due.replace(tzinfo=dt.timezone.utc).isoformat()}\n')
+    path.write_text(
+        f'[late_policy]\ngrace = "{grace.total_seconds():.6f}s"\npenalty = "percent_per_day"\n'
+        f'percent_per_day = 10\nmax_percent = 50\nresubmission = "latest_on_time"\n\n'
+        f'[assignments.{ASSIGNMENT}]\ndue = {due.replace(tzinfo=dt.timezone.utc).isoformat()}\n'
+    )
     os.chown(path, pwd.getpwnam(INSTRUCTOR).pw_uid, grp.getgrnam(f"formgrade-{COURSE_ID}").gr_gid)
     os.chmod(path, 0o660)
     assert room.set_deadlines() == {ASSIGNMENT: due}
@@ -703,8 +849,14 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     # as in the instructor's terminal (the hub sets PYTHONPATH to the course folder for the instructor); the
     # exchange's inbound/ holds every submission, so the course file's resubmission rule can choose
     inbound = room.exchange / COURSE_ID / "inbound"
-    done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
-                   args=["-m", "autograde", "class", ASSIGNMENT, str(inbound), "--work", "autograde/work", "--jobs", "2"])
+    done = as_user(
+        room,
+        INSTRUCTOR,
+        None,
+        cwd=room.course_dir,
+        env={"PYTHONPATH": str(room.course_dir)},
+        args=["-m", "autograde", "class", ASSIGNMENT, str(inbound), "--work", "autograde/work", "--jobs", "2"],
+    )
     TIMES["autograde_3_s"] = time.monotonic() - t0
     (ARTIFACTS / "autograde.log").write_text(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -714,7 +866,7 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     with open(room.course_dir / "autograde" / "work" / f"grades_{ASSIGNMENT}.csv") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh) if r["part"] == "total"}
     totals = {u: (float(r["score"]), float(r["max_score"]), r["status"]) for u, r in rows.items()}
-    want = {u: expected_points(kind) for u, kind in STUDENTS.items()}     # the blank student's on-time submission
+    want = {u: expected_points(kind) for u, kind in STUDENTS.items()}  # the blank student's on-time submission
     assert want[f"{TAG}-correct"] == max_points() and 0 < want[f"{TAG}-partial"] < max_points()
     assert {u: t[0] for u, t in totals.items()} == want, totals
     assert all(t[1] == max_points() and t[2] == "ok" for t in totals.values()), totals
@@ -722,11 +874,15 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     # lateness and penalty: blank on time, partial inside grace, correct after it (10% of 10 for 1 day started)
     blank, partial, correct = SUBMIT_ORDER
     final = {blank: want[blank], partial: want[partial], correct: want[correct] * 0.9}
-    got = {u: (r["lateness"], float(r["raw_score"]), float(r["penalty"]), float(r["final_score"]))
-           for u, r in rows.items()}
-    assert got == {blank: ("on_time", want[blank], 0, final[blank]), partial: ("in_grace", want[partial], 0, final[partial]),
-                   correct: ("late", want[correct], want[correct] * 0.1, final[correct])}, got
-    for u in SUBMIT_ORDER:                    # the time nbgrader's exchange gave each graded submission
+    got = {
+        u: (r["lateness"], float(r["raw_score"]), float(r["penalty"]), float(r["final_score"])) for u, r in rows.items()
+    }
+    assert got == {
+        blank: ("on_time", want[blank], 0, final[blank]),
+        partial: ("in_grace", want[partial], 0, final[partial]),
+        correct: ("late", want[correct], want[correct] * 0.1, final[correct]),
+    }, got
+    for u in SUBMIT_ORDER:  # the time nbgrader's exchange gave each graded submission
         assert rows[u]["submitted_at"] == _utc(SUBMITTED[u]).strftime("%Y-%m-%dT%H:%M:%SZ"), (u, rows[u])
     assert "2 submissions, rule latest_on_time: graded the latest on time" in rows[RESUBMITTER]["detail"]
     late_line = next(line for line in done.stdout.splitlines() if line.startswith("late: "))
@@ -734,6 +890,7 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     assert "without a usable timestamp" not in done.stdout
     # nbgrader's gradebook holds the same: the due date, each graded submission's time and its penalty
     from nbgrader.api import Gradebook
+
     with Gradebook(f"sqlite:///{room.course_dir / 'autograde' / 'work' / 'gradebook.db'}", COURSE_ID) as gb:
         assert gb.find_assignment(ASSIGNMENT).duedate == DEADLINE["due"]
         for u in SUBMIT_ORDER:
@@ -751,10 +908,19 @@ def test_the_instructor_collects_autogrades_in_the_sandbox_and_releases_feedback
     subs = {s["student"]: s for s in formgrader(room, token, f"/submissions/{ASSIGNMENT}")}
     assert {u: subs[u]["score"] for u in STUDENTS} == want, subs
     # the runbook's exports, in the course folder, as the instructor: nbgrader's CSV, Canvas's and Moodle's
-    for exporter, to in (("", "export.csv"), ("autograde.export.CanvasExport", "canvas.csv"),
-                         ("autograde.export.MoodleExport", "moodle.csv")):
-        done = as_user(room, INSTRUCTOR, None, cwd=room.course_dir, env={"PYTHONPATH": str(room.course_dir)},
-                       args=["-m", "nbgrader", "export", "--to", to] + ([f"--exporter={exporter}"] if exporter else []))
+    for exporter, to in (
+        ("", "export.csv"),
+        ("autograde.export.CanvasExport", "canvas.csv"),
+        ("autograde.export.MoodleExport", "moodle.csv"),
+    ):
+        done = as_user(
+            room,
+            INSTRUCTOR,
+            None,
+            cwd=room.course_dir,
+            env={"PYTHONPATH": str(room.course_dir)},
+            args=["-m", "nbgrader", "export", "--to", to] + ([f"--exporter={exporter}"] if exporter else []),
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         shutil.copy(room.course_dir / to, ARTIFACTS)
     with open(room.course_dir / "export.csv") as fh:
@@ -781,8 +947,14 @@ def test_each_student_fetches_feedback_and_sees_only_their_own(room):
     need("graded")
     for user, kind in STUDENTS.items():
         token = TOKENS[user]
-        fetched = user_api(room, user, token, "/assignments/fetch_feedback", "POST",
-                           {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT})
+        fetched = user_api(
+            room,
+            user,
+            token,
+            "/assignments/fetch_feedback",
+            "POST",
+            {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT},
+        )
         assert fetched["success"], fetched
         folder = user_api(room, user, token, f"/api/contents/{ASSIGNMENT}/feedback")
         stamps = [e["name"] for e in folder["content"]]
@@ -822,31 +994,36 @@ def test_five_wrong_passwords_lock_the_account_for_the_stated_time(room):
     victim, other = f"{TAG}-partial", f"{TAG}-correct"
     creds = room.credentials()
     assert room.lockout == {"failed_logins_allowed": 5, "lockout_seconds": LOCKOUT_S}
-    assert room.login(victim, creds[victim])[1].status_code == 302     # a login clears the earlier failures
-    with ThreadPoolExecutor(5) as pool:                 # at once: attempts in flight count against the limit
+    assert room.login(victim, creds[victim])[1].status_code == 302  # a login clears the earlier failures
+    with ThreadPoolExecutor(5) as pool:  # at once: attempts in flight count against the limit
         answers = list(pool.map(lambda i: room.login(victim, f"guess-{i}")[1].status_code, range(5)))
     assert answers == [403] * 5, answers
     locked_at = time.monotonic()
     session, answer = room.login(victim, creds[victim])
-    assert answer.status_code == 429 and "Too many failed logins" in answer.text, (answer.status_code, answer.text[:500])
+    assert answer.status_code == 429 and "Too many failed logins" in answer.text, (
+        answer.status_code,
+        answer.text[:500],
+    )
     assert "jupyterhub-hub-login" not in session.cookies
-    assert room.login(other, creds[other])[1].status_code == 302          # one name's lock, not the hub's
-    unknown = f"{TAG}-nobody"                                              # a name nobody has locks the same way
+    assert room.login(other, creds[other])[1].status_code == 302  # one name's lock, not the hub's
+    unknown = f"{TAG}-nobody"  # a name nobody has locks the same way
     with ThreadPoolExecutor(5) as pool:
         list(pool.map(lambda i: room.login(unknown, f"guess-{i}"), range(5)))
     assert room.login(unknown, "guess")[1].status_code == 429
     assert f"login lockout: '{victim}' locked for {LOCKOUT_S} s after 5 failed logins" in room.log_tail(10**7)
     time.sleep(max(0.0, locked_at + LOCKOUT_S + 1 - time.monotonic()))
-    assert room.login(victim, creds[victim])[1].status_code == 302        # the lock has run out
+    assert room.login(victim, creds[victim])[1].status_code == 302  # the lock has run out
 
 
 # ------------------------------------------------------------------------------------------- browser
 @pytest.fixture(scope="module")
 def browser():
     from browser.lab import CHROMIUM, launch_browser
+
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does this)")
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = launch_browser(p)
         yield b
@@ -870,7 +1047,7 @@ def test_a_student_in_chromium_fetches_runs_validates_and_submits(room, browser)
     user = BROWSER_STUDENT
     t0 = time.monotonic()
     try:
-        _login(room, page, user)                       # the hub spawns the server and redirects to /user/<name>/lab
+        _login(room, page, user)  # the hub spawns the server and redirects to /user/<name>/lab
         page.wait_for_url(f"**/user/{user}/lab**", timeout=180_000)
         base = f"{room.url}/user/{user}"
         lab_page.load_lab(page, base)
@@ -890,7 +1067,7 @@ def test_a_student_in_chromium_fetches_runs_validates_and_submits(room, browser)
         assert ran, "Run All ran no cell"
         dialog, result = lab_page.click_validate(page, 180)
         page.screenshot(path=str(ARTIFACTS / "student-validate.png"))
-        assert "validation-failed" in result["class"].split(), result   # the untouched notebook fails
+        assert "validation-failed" in result["class"].split(), result  # the untouched notebook fails
         assert "The following cell failed" in result["text"]
         lab_page.dismiss_dialog(dialog)
         lab_page.save(page)
@@ -923,14 +1100,14 @@ def test_formgrader_in_its_own_tab_lists_the_graded_submissions(room, browser):
         response = page.goto(f"{room.url}/services/{COURSE_ID}/formgrader/manage_submissions/{ASSIGNMENT}")
         assert response.ok, response.status
         csp = response.headers.get("content-security-policy", "")
-        assert "frame-ancestors 'none'" in csp, csp      # why formgrader gets its own tab
+        assert "frame-ancestors 'none'" in csp, csp  # why formgrader gets its own tab
         table = page.locator("table")
         for user in STUDENTS:
             table.get_by_text(user).first.wait_for()
         page.screenshot(path=str(ARTIFACTS / "formgrader-submissions.png"))
         text = table.inner_text()
         for user in STUDENTS:
-            line = next(l for l in text.splitlines() if user in l)
+            line = next(ln for ln in text.splitlines() if user in ln)
             assert f"{GRADES[user]:g} / {max_points():g}" in line, line
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "formgrader-failure.png"))

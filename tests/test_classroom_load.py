@@ -15,6 +15,7 @@ processes (PSS of the hub, the proxy and every process of its users) is sampled 
 The figures go to tests/artifacts/classroom-load/figures.json. SPECDEC_CLASS_SIZE changes the number of learners.
 Skips, with the reason, where the machine cannot create users (not root, no useradd).
 """
+
 import csv
 import json
 import os
@@ -37,7 +38,7 @@ from classroom.testing import disposable_classroom
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.notebooks, pytest.mark.timeout(1800)]
 
-ASSIGNMENT = "03_acceptance_math"        # runs in seconds: 30 gradings stay within a few minutes
+ASSIGNMENT = "03_acceptance_math"  # runs in seconds: 30 gradings stay within a few minutes
 PARTIAL = "expected_tokens"
 SIZE = int(os.environ.get("SPECDEC_CLASS_SIZE", "30"))
 TAG = f"sdt{os.getpid() % 100000}l"
@@ -45,14 +46,16 @@ INSTRUCTOR = f"{TAG}-instructor"
 STUDENTS = [f"{TAG}-s{i:02d}" for i in range(1, SIZE + 1)]
 KIND = {s: fill.KINDS[i % 3] for i, s in enumerate(STUDENTS)}
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "classroom-load"
-PROBE_P99_S = 10.0           # the hub must answer 99% of its API requests within this while the class works
+PROBE_P99_S = 10.0  # the hub must answer 99% of its API requests within this while the class works
 
 
 @pytest.fixture(scope="module")
 def room():
-    room = Classroom(INSTRUCTOR, STUDENTS, port=free_port(), root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom")
+    room = Classroom(
+        INSTRUCTOR, STUDENTS, port=free_port(), root=f"/srv/{TAG}-classroom", prefix=f"/opt/{TAG}-classroom"
+    )
     with disposable_classroom(room, ARTIFACTS):
-        yield room          # set up by the test, which times it
+        yield room  # set up by the test, which times it
 
 
 class Probe(threading.Thread):
@@ -62,7 +65,7 @@ class Probe(threading.Thread):
     def __init__(self, room):
         super().__init__(daemon=True)
         self.room, self.answers, self.failures, self.memory = room, [], [], []
-        self.phase = "set-up"                  # the phase each answer is counted in (the test moves it on)
+        self.phase = "set-up"  # the phase each answer is counted in (the test moves it on)
         self.halt = threading.Event()
         self.uids = {pwd.getpwnam(u).pw_uid for u in [INSTRUCTOR, *STUDENTS]}
 
@@ -78,7 +81,7 @@ class Probe(threading.Thread):
             try:
                 self.room.api(f"/hub/api/users/{STUDENTS[i % len(STUDENTS)]}", timeout=60)
                 self.answers.append((self.phase, time.monotonic() - t0))
-            except Exception as exc:         # counted, and the test fails on any
+            except Exception as exc:  # counted, and the test fails on any
                 self.failures.append(repr(exc))
             if i % 4 == 0:
                 self.memory.append((memory_of_all(self.uids, pids)[0] / 1024, memory_in_use_gib()))
@@ -119,8 +122,12 @@ def _latencies(seconds):
     ms = sorted(1000 * s for s in seconds)
     if not ms:
         return {}
-    return {"answers": len(ms), "median_ms": round(statistics.median(ms), 1),
-            "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1), "max_ms": round(ms[-1], 1)}
+    return {
+        "answers": len(ms),
+        "median_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+        "max_ms": round(ms[-1], 1),
+    }
 
 
 def _summary(values):
@@ -177,19 +184,24 @@ def test_a_class_of_30_logs_in_submits_at_once_and_is_graded_with_nothing_lost(r
         assert "refused the submission" not in collected.get("log", "")
         folder = room.course_dir / "collected"
         assert sorted(p.name for p in folder.iterdir()) == sorted(STUDENTS)
-        for user, (stamp, _) in done.items():          # each under its own name: the learner's own notebook
+        for user, (stamp, _) in done.items():  # each under its own name: the learner's own notebook
             text = (folder / user / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
             assert f"Submitted by {user} ({KIND[user]})." in text, user
             assert parse_utc((folder / user / ASSIGNMENT / "timestamp.txt").read_text()) == parse_utc(stamp), user
         t2 = time.monotonic()
-        graded = room.run_as(INSTRUCTOR, ["-m", "autograde", "class", ASSIGNMENT, "collected", "--work",
-                                          "autograde/work", "--jobs", "2"], cwd=room.course_dir,
-                             env={"PYTHONPATH": str(room.course_dir)}, timeout=1500)
+        graded = room.run_as(
+            INSTRUCTOR,
+            ["-m", "autograde", "class", ASSIGNMENT, "collected", "--work", "autograde/work", "--jobs", "2"],
+            cwd=room.course_dir,
+            env={"PYTHONPATH": str(room.course_dir)},
+            timeout=1500,
+        )
         figures["autograde_s"] = round(time.monotonic() - t2, 1)
         (ARTIFACTS / "autograde.log").write_text(graded.stdout + graded.stderr)
         import re
+
         each = [float(x) for x in re.findall(r"^\[\d+/\d+\] \S+: .* \(([\d.]+) s\)$", graded.stdout, re.M)]
-        if each:       # the grader's own time per submission; over 60 s: the grader's 120 s stall (docs/classroom.md)
+        if each:  # the grader's own time per submission; over 60 s: the grader's 120 s stall (docs/classroom.md)
             figures["autograde_per_submission_s"] = {**_summary(each), "over_60_s": sum(t > 60 for t in each)}
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-3000:]
         assert "unconfined" not in graded.stdout + graded.stderr
@@ -201,7 +213,8 @@ def test_a_class_of_30_logs_in_submits_at_once_and_is_graded_with_nothing_lost(r
             figures["hub_api"] = {"failures": len(probe.failures), **_latencies(s for _, s in probe.answers)}
             for phase in ("class", "collect and grade"):
                 figures[f"hub_api_during_{phase.replace(' ', '_')}"] = _latencies(
-                    s for p, s in probe.answers if p == phase)
+                    s for p, s in probe.answers if p == phase
+                )
         if probe.memory:
             figures["memory_peak_classroom_pss_gib"] = round(max(m[0] for m in probe.memory), 2)
             figures["memory_peak_machine_in_use_gib"] = round(max(m[1] for m in probe.memory), 2)
@@ -221,9 +234,13 @@ def test_a_class_of_30_logs_in_submits_at_once_and_is_graded_with_nothing_lost(r
     rows = {r["student"]: r for r in every if r["part"] == "total"}
     got = {u: float(r["score"]) for u, r in rows.items()}
     # on a mismatch: the parts each wrong learner lost, with the grader's detail (which rule, which cell)
-    lost = [{k: r[k] for k in ("student", "part", "grade_ids", "score", "max_score", "detail")} for r in every
-            if r["part"] != "total" and got.get(r["student"]) != want.get(r["student"])
-            and float(r["score"] or 0) < float(r["max_score"] or 0)]
+    lost = [
+        {k: r[k] for k in ("student", "part", "grade_ids", "score", "max_score", "detail")}
+        for r in every
+        if r["part"] != "total"
+        and got.get(r["student"]) != want.get(r["student"])
+        and float(r["score"] or 0) < float(r["max_score"] or 0)
+    ]
     assert got == want, lost
     assert all(r["status"] == "ok" for r in rows.values()), [r for r in rows.values() if r["status"] != "ok"]
     with Gradebook(f"sqlite:///{work / 'gradebook.db'}", COURSE_ID) as gb:

@@ -1,9 +1,21 @@
 """Unit tests of specdec.core.decoding: the plain decoder and the plumbing the notebooks build on."""
+
 import pytest
 import torch
 
-from specdec.core.decoding import (ForwardCounter, count_params, feed, forward_step, greedy_generate, heldout_prompts,
-                              new_cache, plain_generate, probs_from_logits, sample, tiny_llama)
+from specdec.core.decoding import (
+    ForwardCounter,
+    count_params,
+    feed,
+    forward_step,
+    greedy_generate,
+    heldout_prompts,
+    new_cache,
+    plain_generate,
+    probs_from_logits,
+    sample,
+    tiny_llama,
+)
 from specdec.measure.timing import median_seconds
 
 
@@ -14,7 +26,7 @@ def model():
 
 def test_probs_from_logits_is_one_hot_at_temperature_zero_and_softmax_otherwise():
     logits = torch.tensor([[1.0, 3.0, 2.0], [5.0, 5.0, 0.0]])
-    assert probs_from_logits(logits, 0.0).tolist() == [[0, 1, 0], [1, 0, 0]]   # ties: first index, like argmax
+    assert probs_from_logits(logits, 0.0).tolist() == [[0, 1, 0], [1, 0, 0]]  # ties: first index, like argmax
     assert torch.allclose(probs_from_logits(logits, 2.0), torch.softmax(logits / 2.0, dim=-1))
     with pytest.raises(ValueError, match="temperature"):
         probs_from_logits(logits, -1.0)
@@ -33,7 +45,7 @@ def test_feed_runs_only_uncached_tokens_and_resumes_after_a_crop(model):
     full = model(ids).logits[0]
     cache = new_cache(model)
     assert feed(model, cache, ids[:, :6]).shape == (6, 97)
-    got = feed(model, cache, ids)                              # the last 4 only
+    got = feed(model, cache, ids)  # the last 4 only
     assert got.shape == (4, 97) and cache.get_seq_length() == 10
     assert torch.allclose(got, full[6:], atol=1e-5)
     cache.crop(-3)
@@ -67,7 +79,7 @@ def test_plain_generate_samples_reproducibly_and_checks_its_arguments(model):
 def test_forward_counter_counts_calls_and_tokens(model):
     with ForwardCounter(model) as calls:
         greedy_generate(model, torch.tensor([[1, 2, 3, 4]]), 5)
-    assert calls.calls == 5 and calls.tokens == 4 + 4         # prefill of 4, then 4 single tokens
+    assert calls.calls == 5 and calls.tokens == 4 + 4  # prefill of 4, then 4 single tokens
     assert calls.seconds > 0
     greedy_generate(model, torch.tensor([[1]]), 2)
     assert calls.calls == 5, "the hook is removed on exit"
@@ -114,7 +126,7 @@ def test_sample_follows_the_distribution_and_never_draws_a_zero():
 def test_forward_step_keeps_the_context_length(model):
     step = forward_step(model, 4, context=6)
     step()
-    step()   # would fail on a cache that grew past what crop removes
+    step()  # would fail on a cache that grew past what crop removes
     with pytest.raises(ValueError, match="context"):
         forward_step(model, 1, context=0)
 
@@ -124,7 +136,11 @@ def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
     from specdec.core.lean import LeanLlama
     from specdec.core.moe_twin import moe_twin
 
-    for m, batch in ((model, 3), (moe_twin(model, 4, 2, 2 * model.config.intermediate_size, max_len=32), 3), (model, 1)):
+    for m, batch in (
+        (model, 3),
+        (moe_twin(model, 4, 2, 2 * model.config.intermediate_size, max_len=32), 3),
+        (model, 1),
+    ):
         seen = []
         original = m.forward
 
@@ -139,9 +155,9 @@ def test_forward_step_runs_a_batch_and_keeps_every_row_at_its_context(model):
             step()
         finally:
             del m.forward
-        assert seen == [((batch, 6), 0), ((batch, 4), 6), ((batch, 4), 6)], seen   # (rows, width), cached before
+        assert seen == [((batch, 6), 0), ((batch, 4), 6), ((batch, 4), 6)], seen  # (rows, width), cached before
     for bad in (0, 1.5, True):
         with pytest.raises(ValueError, match="batch"):
             forward_step(model, 1, context=4, batch=bad)
-    with pytest.raises(ValueError, match="batch must be 1 for LeanLlama"):      # its cache holds one sequence
+    with pytest.raises(ValueError, match="batch must be 1 for LeanLlama"):  # its cache holds one sequence
         forward_step(LeanLlama(model, max_len=16), 1, context=4, batch=2)

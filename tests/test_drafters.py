@@ -6,16 +6,22 @@ import shutil
 import pytest
 import torch
 
-from specdec.training import cards
 from specdec.core.decoding import greedy_generate, heldout_prompts, new_cache, tiny_llama
-from specdec.core.drafters import (EagleProposer, PlainLMProposer, MedusaProposer, greedy_tau, last_hidden, load_eagle,
-                              load_medusa, trainable_params)
-from specdec.core.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_pair, padded_target
-from specdec.training import train
+from specdec.core.drafters import (
+    EagleProposer,
+    MedusaProposer,
+    PlainLMProposer,
+    greedy_tau,
+    last_hidden,
+    load_eagle,
+    load_medusa,
+    trainable_params,
+)
+from specdec.core.models import DOMAINS, ModelFilesError, default_path, heldout_texts, padded_target
+from specdec.training import cards, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 NEW_TOKENS = 24
-
 
 
 @pytest.fixture(scope="module")
@@ -40,26 +46,26 @@ def reference_greedy(target, proposer, prompt, new_tokens, k):
     hidden = None
     if prompt.shape[1] > 1:
         out = target(prompt[:, :-1], cache=cache, use_cache=True, output_hidden_states=True)
-        hidden = out.hidden_states[-1][0]                                          # (T-1, H)
+        hidden = out.hidden_states[-1][0]  # (T-1, H)
     proposer.start(tokens, hidden if proposer.needs_hidden else None)
     rounds = 0
     while tokens.shape[1] < prompt.shape[1] + new_tokens:
         drafts, q = proposer.propose(tokens, k, 0.0)
         assert q.dtype == torch.float32 and q.shape == (len(drafts), target.config.vocab_size)
         assert torch.equal(drafts, q.argmax(-1)) and torch.equal(q.sum(-1), torch.ones(len(drafts)))
-        block = torch.cat([tokens[:, -1:], drafts.view(1, -1)], dim=1)              # (1, 1 + k')
+        block = torch.cat([tokens[:, -1:], drafts.view(1, -1)], dim=1)  # (1, 1 + k')
         out = target(block, cache=cache, use_cache=True, output_hidden_states=True)
-        top = out.logits[0].argmax(-1)                                             # (1 + k',)
+        top = out.logits[0].argmax(-1)  # (1 + k',)
         accepted = int((drafts == top[:-1]).long().cumprod(0).sum().item())
-        new = torch.cat([drafts[:accepted], top[accepted:accepted + 1]]).view(1, -1)
+        new = torch.cat([drafts[:accepted], top[accepted : accepted + 1]]).view(1, -1)
         rejected = len(drafts) - accepted
         if rejected:
             cache.crop(-rejected)
         tokens = torch.cat([tokens, new], dim=1)
-        kept = out.hidden_states[-1][0, :accepted + 1]                             # (a + 1, H)
+        kept = out.hidden_states[-1][0, : accepted + 1]  # (a + 1, H)
         proposer.advance(tokens, kept if proposer.needs_hidden else None)
         rounds += 1
-    return tokens[:, :prompt.shape[1] + new_tokens], rounds
+    return tokens[:, : prompt.shape[1] + new_tokens], rounds
 
 
 def test_shipped_drafters_load_and_are_small(pair):
@@ -82,9 +88,11 @@ def test_shipped_drafters_load_and_are_small(pair):
 @pytest.mark.parametrize("kind", ["medusa", "eagle", "draft"])
 def test_greedy_with_each_proposer_equals_target_greedy_fp32(pair, prompts, kind):
     target, draft, _ = pair
-    make = {"medusa": lambda: MedusaProposer(load_medusa(target)),
-            "eagle": lambda: EagleProposer(load_eagle(target)),
-            "draft": lambda: PlainLMProposer(draft)}[kind]
+    make = {
+        "medusa": lambda: MedusaProposer(load_medusa(target)),
+        "eagle": lambda: EagleProposer(load_eagle(target)),
+        "draft": lambda: PlainLMProposer(draft),
+    }[kind]
     total_rounds = 0
     for domain, prompt in prompts.items():
         expected = greedy_generate(target, prompt, NEW_TOKENS)
@@ -122,23 +130,23 @@ def test_drafters_bind_to_a_bf16_padded_target_and_decode(bf16_target, prompts, 
     rounds = 0
     for prompt in prompts.values():
         got, r = reference_greedy(target, proposer(drafter), prompt, NEW_TOKENS, k=4)
-        assert got.shape == (1, prompt.shape[1] + NEW_TOKENS) and torch.equal(got[:, :prompt.shape[1]], prompt)
+        assert got.shape == (1, prompt.shape[1] + NEW_TOKENS) and torch.equal(got[:, : prompt.shape[1]], prompt)
         rounds += r
-    assert rounds < len(prompts) * NEW_TOKENS      # drafts were accepted: the bf16 heads still guess
+    assert rounds < len(prompts) * NEW_TOKENS  # drafts were accepted: the bf16 heads still guess
 
 
 def test_medusa_proposals_at_temperature_zero_are_the_heads_argmax(pair, prompts):
     target, _, _ = pair
     heads = load_medusa(target)
     prompt = prompts["code"]
-    hidden = last_hidden(target, prompt[:, :-1])                                   # (T-1, H)
+    hidden = last_hidden(target, prompt[:, :-1])  # (T-1, H)
     proposer = MedusaProposer(heads)
     proposer.start(prompt, hidden)
-    logits = heads.head_logits(hidden[-1])                                         # (n, V)
+    logits = heads.head_logits(hidden[-1])  # (n, V)
     assert logits.shape == (heads.n_heads, target.config.vocab_size)
     drafts, q = proposer.propose(prompt, 2, 0.0)
     assert torch.equal(drafts, logits[:2].argmax(-1)) and q.shape == (2, target.config.vocab_size)
-    drafts, _ = proposer.propose(prompt, heads.n_heads + 3, 0.0)                  # capped at n_heads
+    drafts, _ = proposer.propose(prompt, heads.n_heads + 3, 0.0)  # capped at n_heads
     assert torch.equal(drafts, logits.argmax(-1))
     drafts, q = proposer.propose(prompt, 0, 0.0)
     assert drafts.shape == (0,) and q.shape == (0, target.config.vocab_size)
@@ -168,7 +176,7 @@ def test_eagle_proposals_at_temperature_zero_are_its_argmax_fed_back(pair, promp
             expected.append(token)
             h, ids = torch.cat([h, h_hat[None]]), torch.cat([ids, token.view(1, 1)], dim=1)
     assert torch.equal(drafts, torch.stack(expected)) and torch.equal(q.argmax(-1), drafts)
-    again, _ = proposer.propose(prompt, 3, 0.0)      # its cache was cropped back to the true positions
+    again, _ = proposer.propose(prompt, 3, 0.0)  # its cache was cropped back to the true positions
     assert torch.equal(again, drafts)
 
 
@@ -224,8 +232,9 @@ def test_a_target_of_another_size_is_refused(pair):
 def test_smoke_training_writes_loadable_drafters(pair, tmp_path):
     target, _, _ = pair
     out = tmp_path / "drafters"
-    report = train.main(["drafters", "--smoke", "--threads", "1", "--out", str(out),
-                         "--target-from", str(default_path())])
+    report = train.main(
+        ["drafters", "--smoke", "--threads", "1", "--out", str(out), "--target-from", str(default_path())]
+    )
     heads, eagle = load_medusa(target, out / "medusa"), load_eagle(target, out / "eagle")
     assert report["drafters"]["medusa"]["params"] == trainable_params(heads)
     assert report["drafters"]["eagle"]["params"] == trainable_params(eagle)
@@ -233,6 +242,8 @@ def test_smoke_training_writes_loadable_drafters(pair, tmp_path):
     for per_domain in report["eval"].values():
         assert set(per_domain) == set(DOMAINS) and all(r["tau"] >= 1 for r in per_domain.values())
     assert (out / "drafters_log.csv").read_text().startswith("model,step,train_loss,heldout_loss")
-    assert json.loads((out / "drafters.json").read_text())["command"].startswith("python -m specdec.training.train drafters")
+    assert json.loads((out / "drafters.json").read_text())["command"].startswith(
+        "python -m specdec.training.train drafters"
+    )
     card = cards.drafter_card(report)
     assert "Medusa heads" in card and "EAGLE feature draft" in card

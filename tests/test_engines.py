@@ -10,6 +10,7 @@
 Where `make engines` has not been run the engine tests are skipped with the reason, except under `make test`
 (SPECDEC_REQUIRE_ENGINES=1), which builds the engines first: there a missing engine fails.
 """
+
 import os
 import signal
 import subprocess
@@ -41,7 +42,7 @@ def _alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:                                        # a zombie (ended, not yet reaped by its parent) is not running
+    try:  # a zombie (ended, not yet reaped by its parent) is not running
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
@@ -71,8 +72,8 @@ def reference(pair):
     from specdec.core.decoding import greedy_generate
 
     target, _, tokenizer = pair
-    target = __import__("copy").deepcopy(target).to(torch.float16).to(torch.float32)   # f16 weights, fp32 compute
-    return [(p[0].tolist(), greedy_generate(target, p, N_NEW)[0, p.shape[1]:].tolist()) for p in _prompts(tokenizer)]
+    target = __import__("copy").deepcopy(target).to(torch.float16).to(torch.float32)  # f16 weights, fp32 compute
+    return [(p[0].tolist(), greedy_generate(target, p, N_NEW)[0, p.shape[1] :].tolist()) for p in _prompts(tokenizer)]
 
 
 @pytest.mark.parametrize("k", [None, 3])
@@ -86,7 +87,9 @@ def test_llama_server_greedy_equals_transformers_greedy_and_leaves_no_server(ref
         drafted = accepted = 0
         for prompt, want in reference:
             got, timings = server.complete(prompt, N_NEW)
-            assert got == want, f"k={k}: llama-server's greedy tokens differ from transformers' on a {len(prompt)}-token prompt"
+            assert got == want, (
+                f"k={k}: llama-server's greedy tokens differ from transformers' on a {len(prompt)}-token prompt"
+            )
             drafted += timings.get("draft_n", 0)
             accepted += timings.get("draft_n_accepted", 0)
         if k is not None:
@@ -132,13 +135,14 @@ KERNEL = textwrap.dedent("""
 @pytest.mark.parametrize("how", ["interrupt", "kill"])
 def test_no_llama_server_outlives_an_interrupted_cell_or_a_killed_kernel(how):
     need("llama.cpp")
-    proc = subprocess.Popen([sys.executable, "-c", KERNEL, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KERNEL, how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         pid = int(proc.stdout.readline())
         if how == "kill":
             assert _alive(pid)
-            proc.send_signal(signal.SIGKILL)      # no atexit, no finally: only the parent-death signal is left
+            proc.send_signal(signal.SIGKILL)  # no atexit, no finally: only the parent-death signal is left
         proc.wait(60)
         assert _gone(pid), f"llama-server (pid {pid}) outlived its Python ({how})"
     finally:
@@ -156,7 +160,7 @@ def test_vllm_greedy_equals_transformers_greedy_and_leaves_no_worker(pair):
     padded = padded_target(target, VLLM_PAD_WIDTH)
     prompts = [p[0].tolist() for p in _prompts(tokenizer, seed=9)]
     with torch.no_grad():
-        want = [greedy_generate(padded, torch.tensor([p]), 24)[0, len(p):].tolist() for p in prompts]
+        want = [greedy_generate(padded, torch.tensor([p]), 24)[0, len(p) :].tolist() for p in prompts]
     with VllmWorker() as vw:
         pid = vw.proc.pid
         vw.engine("plain", vllm_target_dir(), max_num_seqs=4)
@@ -194,15 +198,18 @@ def test_an_impossible_decode_time_is_measured_again_then_reported_not_raised():
     from specdec.engines.vllm_client import UnusableMeasurement, decode_seconds, priced_sweep, repeat_decode_seconds
 
     with pytest.raises(UnusableMeasurement, match="decoded token"):
-        decode_seconds({"seconds": [0.30, 0.31], "prefill_seconds": [0.32, 0.33]}, 12)     # the crash of issue 56
-    with pytest.raises(UnusableMeasurement):          # median fine, one repeat's own difference negative
+        decode_seconds({"seconds": [0.30, 0.31], "prefill_seconds": [0.32, 0.33]}, 12)  # the crash of issue 56
+    with pytest.raises(UnusableMeasurement):  # median fine, one repeat's own difference negative
         decode_seconds({"seconds": [0.50, 0.52, 0.20], "prefill_seconds": [0.20, 0.21, 0.25]}, 12)
-    assert repeat_decode_seconds({"seconds": [1.2, 1.4], "prefill_seconds": [0.2, 0.3]}, 11) == pytest.approx([0.1, 0.11])
+    assert repeat_decode_seconds({"seconds": [1.2, 1.4], "prefill_seconds": [0.2, 0.3]}, 11) == pytest.approx(
+        [0.1, 0.11]
+    )
     with pytest.raises(ValueError, match="prefill_seconds"):
         repeat_decode_seconds({"seconds": [1.2, 1.4], "prefill_seconds": [0.2]}, 11)
 
     class Fake:
         """A worker whose batch 4 comes out impossible the first `bad` times it is swept."""
+
         def __init__(self, bad):
             self.bad, self.calls = bad, []
 
@@ -214,8 +221,13 @@ def test_an_impossible_decode_time_is_measured_again_then_reported_not_raised():
                 broken = B == 4 and self.bad > 0
                 for e in engines:
                     long = [0.5 + 0.01 * B] * repeats
-                    out[e][str(B)] = {"seconds": long, "prefill_seconds": [x + 0.05 if broken else 0.1 for x in long],
-                                      "tokens": [[1]] * B, "metrics_before": "", "metrics_after": ""}
+                    out[e][str(B)] = {
+                        "seconds": long,
+                        "prefill_seconds": [x + 0.05 if broken else 0.1 for x in long],
+                        "tokens": [[1]] * B,
+                        "metrics_before": "",
+                        "metrics_after": "",
+                    }
                 if B == 4:
                     self.bad -= 1
             return out
@@ -238,7 +250,11 @@ def test_load_rates_come_from_a_measured_service_rate():
 
     assert service_rate(0.5, 4) == pytest.approx(8.0), "4 requests served together in 0.5 s: 8 per second"
     assert load_rates(8.0, (0.35, 0.7, 1.15)) == pytest.approx((2.8, 5.6, 9.2))
-    for bad in ({"burst_seconds": 0.0, "slots": 4}, {"burst_seconds": 1.0, "slots": 0}, {"burst_seconds": 1.0, "slots": 2.0}):
+    for bad in (
+        {"burst_seconds": 0.0, "slots": 4},
+        {"burst_seconds": 1.0, "slots": 0},
+        {"burst_seconds": 1.0, "slots": 2.0},
+    ):
         with pytest.raises(ValueError):
             service_rate(**bad)
     for bad in ((0.0, (0.5,)), (8.0, ()), (8.0, (0.7, 0.35)), (8.0, (0.5, 0.5)), (8.0, (-0.1, 1.0))):
@@ -251,12 +267,15 @@ def test_token_times_under_load_by_busy_slots():
     which another request got its first token is also counted as one that ran a prefill."""
     from specdec.engines.load import token_times_by_busy
 
-    recs = [{"sent": 0.0, "error": None, "chunks": [[0.10, 1], [0.20, 1], [0.30, 2], [0.40, 1], [0.45, 0]]},
-            {"sent": 0.2, "error": None, "chunks": [[0.25, 1], [0.35, 1]]},
-            {"sent": 0.3, "error": "cut", "chunks": [[0.31, 1], [0.32, 1]]},          # failed: left out
-            {"sent": 0.5, "error": None, "chunks": [[0.60, 1]]}]                       # one token: no gap
+    recs = [
+        {"sent": 0.0, "error": None, "chunks": [[0.10, 1], [0.20, 1], [0.30, 2], [0.40, 1], [0.45, 0]]},
+        {"sent": 0.2, "error": None, "chunks": [[0.25, 1], [0.35, 1]]},
+        {"sent": 0.3, "error": "cut", "chunks": [[0.31, 1], [0.32, 1]]},  # failed: left out
+        {"sent": 0.5, "error": None, "chunks": [[0.60, 1]]},
+    ]  # one token: no gap
     got = token_times_by_busy(recs, slots=4)
-    # request 0: 0.1-0.2 (1 busy), 0.2-0.3 (2 busy: request 1 decodes 0.25-0.35; its first token inside), 0.3-0.4 (2 busy at 0.35)
+    # request 0: 0.1-0.2 (1 busy), 0.2-0.3 (2 busy: request 1 decodes 0.25-0.35; its first token inside),
+    # 0.3-0.4 (2 busy at 0.35)
     # request 1: 0.25-0.35 (2 busy)
     assert set(got) == {1, 2}
     assert got[1]["tokens"] == 1 and got[1]["seconds"] == pytest.approx(0.1) and got[1]["prefill_tokens"] == 0
@@ -271,15 +290,22 @@ def test_the_noise_band_of_repeated_ratios_and_the_server_clock():
     from specdec.engines.load import server_tpot
     from specdec.engines.vllm_client import interval, repeat_ratios
 
-    assert interval([1.2, 1.1, 4.0]) == pytest.approx((1.1, 1.3)), "one stalled repeat of three moves neither the median nor the MAD"
+    assert interval([1.2, 1.1, 4.0]) == pytest.approx((1.1, 1.3)), (
+        "one stalled repeat of three moves neither the median nor the MAD"
+    )
     assert interval([0.9]) == (0.9, 0.9)
     with pytest.raises(ValueError, match="ratios"):
         interval([])
-    runs = {"plain": {"4": {"seconds": [1.2, 1.3], "prefill_seconds": [0.2, 0.3]}},
-            "spec": {"4": {"seconds": [0.7, 0.8], "prefill_seconds": [0.2, 0.3]}}}
+    runs = {
+        "plain": {"4": {"seconds": [1.2, 1.3], "prefill_seconds": [0.2, 0.3]}},
+        "spec": {"4": {"seconds": [0.7, 0.8], "prefill_seconds": [0.2, 0.3]}},
+    }
     assert repeat_ratios(runs, "spec", 11, 4) == pytest.approx([2.0, 2.0])
-    recs = [{"error": None, "server": {"predicted_ms": 150.0, "predicted_n": 16}}, {"error": "cut", "server": {}},
-            {"error": None, "server": {}}]
+    recs = [
+        {"error": None, "server": {"predicted_ms": 150.0, "predicted_n": 16}},
+        {"error": "cut", "server": {}},
+        {"error": None, "server": {}},
+    ]
     assert server_tpot(recs) == pytest.approx([0.01])
 
 

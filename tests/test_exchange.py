@@ -1,5 +1,6 @@
 """The learner's JupyterLab lists the course in nbgrader's Assignment List: notebooks/nbgrader_config.py
 points the panel at a local exchange that `python -m autograde workspace` (run by `make lab`) fills."""
+
 import re
 
 import pytest

@@ -7,6 +7,7 @@
 - no block of six or more code lines appears twice in the solutions outside the generated copies (imports and
   graded test cells aside: tests carry their own independent reference implementations).
 """
+
 import ast
 import builtins
 import collections
@@ -16,13 +17,13 @@ import symtable
 
 import nbformat
 import pytest
+from nbhelpers import without_solution_markers
 
 from autograde import assignments
 from autograde.assignment import is_locked_cell
 from autograde.given import KEY, GivenCellError, _definitions, _regenerate, _solutions, generate, given_cells, stale
-from nbhelpers import without_solution_markers
 
-BLOCK = 6          # lines: a repeated block this long is a restatement
+BLOCK = 6  # lines: a repeated block this long is a restatement
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,15 @@ def test_every_given_cell_is_what_the_release_step_writes():
 
 def test_there_are_given_cells_in_every_notebook_that_restates_answers(solutions):
     restating = {name for name, nb in solutions.items() if given_cells(nb)}
-    assert restating >= {"02_verification_is_almost_free", "05_acceptance_in_practice",
-                         "06_h100_configs_real_timings", "07_batch_crossover", "08_break_even_acceptance",
-                         "09_speculation_that_pays", "10_batches_and_servers"}, restating
+    assert restating >= {
+        "02_verification_is_almost_free",
+        "05_acceptance_in_practice",
+        "06_h100_configs_real_timings",
+        "07_batch_crossover",
+        "08_break_even_acceptance",
+        "09_speculation_that_pays",
+        "10_batches_and_servers",
+    }, restating
 
 
 def test_a_changed_solution_makes_its_copies_stale(solutions):
@@ -51,10 +58,12 @@ def test_a_changed_solution_makes_its_copies_stale(solutions):
     answer.source = answer.source.replace("return params * bytes_per_param", "return params * bytes_per_param + 0")
     assert "+ 0" in answer.source
     changed = _regenerate(notebooks, set(assignments()))
-    assert sorted(changed) == [("06_h100_configs_real_timings", "given_answers_01"),
-                               ("07_batch_crossover", "given_answers_01_03"),
-                               ("08_break_even_acceptance", "given_answers_01_03"),
-                               ("10_batches_and_servers", "given_answers_01_03")], changed
+    assert sorted(changed) == [
+        ("06_h100_configs_real_timings", "given_answers_01"),
+        ("07_batch_crossover", "given_answers_01_03"),
+        ("08_break_even_acceptance", "given_answers_01_03"),
+        ("10_batches_and_servers", "given_answers_01_03"),
+    ], changed
     assert "+ 0" in _cell(notebooks["10_batches_and_servers"], "given_answers_01_03").source
     assert _regenerate(notebooks, set(assignments())) == [], "writing twice must change nothing"
 
@@ -70,7 +79,9 @@ def test_a_cells_own_definitions_are_kept_as_written(solutions):
     notebooks = copy.deepcopy(solutions)
     cell = _cell(notebooks["02_verification_is_almost_free"], "given_measurements")
     assert "measure_bandwidth" in cell.metadata[KEY]
-    cell.source = cell.source.replace("def measure_bandwidth(n_bytes, repeats=7)", "def measure_bandwidth(n_bytes, repeats=9)")
+    cell.source = cell.source.replace(
+        "def measure_bandwidth(n_bytes, repeats=7)", "def measure_bandwidth(n_bytes, repeats=9)"
+    )
     assert _regenerate(notebooks, {"02_verification_is_almost_free"}) == []
     assert "repeats=9" in cell.source
 
@@ -80,7 +91,9 @@ def test_a_later_notebook_follows_an_earlier_given_cell(solutions):
     cell = _cell(notebooks["07_batch_crossover"], "given_models_and_memory")
     cell.source = cell.source.replace("RESERVE_FRACTION = 0.1", "RESERVE_FRACTION = 0.15")
     assert sorted(_regenerate(notebooks, set(assignments()))) == [
-        ("08_break_even_acceptance", "given_models_and_memory"), ("10_batches_and_servers", "given_models_and_memory")]
+        ("08_break_even_acceptance", "given_models_and_memory"),
+        ("10_batches_and_servers", "given_models_and_memory"),
+    ]
     assert "RESERVE_FRACTION = 0.15" in _cell(notebooks["10_batches_and_servers"], "given_models_and_memory").source
 
 
@@ -88,7 +101,7 @@ def _bound_at_top(cells):
     """Names a sequence of code cells binds at top level (imports, definitions, assignments, loop targets)."""
     names = set()
     for source in cells:
-        tree = ast.parse("\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!"))))
+        tree = ast.parse("\n".join(ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))))
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names |= {(a.asname or a.name).split(".")[0] for a in node.names}
@@ -114,24 +127,33 @@ def _globals_read(text):
 def test_what_a_restated_definition_reads_is_bound_in_the_notebook(solutions, name):
     nb = solutions[name]
     for index, cell in given_cells(nb):
-        before = [c.source for c in nb.cells[:index + 1]
-                  if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")]
+        before = [
+            c.source
+            for c in nb.cells[: index + 1]
+            if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("grade")
+        ]
         bound = _bound_at_top(before) | set(dir(builtins))
         for defined, (text, _) in _definitions(cell.source, name).items():
             missing = sorted(_globals_read(text) - bound)
             assert not missing, f"{name}: given {defined} reads {missing}, which nothing before it binds"
 
 
-@pytest.mark.parametrize("entries,message", [
-    ("01_decode_is_bandwidth_bound:weight_bytes", "must be a non-empty list"),
-    ([], "must be a non-empty list"),
-    (["99_nowhere:weight_bytes"], "which is no assignment"),
-    (["08_break_even_acceptance:should_speculate"], "not an earlier notebook"),
-    (["01_decode_is_bandwidth_bound:no_such_function"], "defines no top-level 'no_such_function'"),
-    (["06_h100_configs_real_timings:weight_bytes"], "is itself restated there"),
-    (["max_batch"], "names nothing from an earlier notebook"),
-    (["01_decode_is_bandwidth_bound:weight_bytes", "not_in_the_cell"], "'not_in_the_cell' is not defined in the cell"),
-])
+@pytest.mark.parametrize(
+    "entries,message",
+    [
+        ("01_decode_is_bandwidth_bound:weight_bytes", "must be a non-empty list"),
+        ([], "must be a non-empty list"),
+        (["99_nowhere:weight_bytes"], "which is no assignment"),
+        (["08_break_even_acceptance:should_speculate"], "not an earlier notebook"),
+        (["01_decode_is_bandwidth_bound:no_such_function"], "defines no top-level 'no_such_function'"),
+        (["06_h100_configs_real_timings:weight_bytes"], "is itself restated there"),
+        (["max_batch"], "names nothing from an earlier notebook"),
+        (
+            ["01_decode_is_bandwidth_bound:weight_bytes", "not_in_the_cell"],
+            "'not_in_the_cell' is not defined in the cell",
+        ),
+    ],
+)
 def test_bad_given_from_is_refused_naming_cell_and_entry(solutions, entries, message):
     cell = copy.deepcopy(_cell(solutions["07_batch_crossover"], "given_models_and_memory"))
     cell.metadata[KEY] = entries
@@ -165,13 +187,15 @@ def _scanned_lines(cell, name):
         own = [e for e in cell.metadata[KEY] if ":" not in e]
         defs = _definitions(source, name)
         source = "\n\n".join(defs[e][0] for e in own)
-    text = "\n".join(l for l in without_solution_markers(source).splitlines() if not l.lstrip().startswith(("%", "!")))
+    text = "\n".join(
+        ln for ln in without_solution_markers(source).splitlines() if not ln.lstrip().startswith(("%", "!"))
+    )
     lines = text.splitlines()
     drop = set()
     for node in ast.parse(text).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             drop |= set(range(node.lineno - 1, node.end_lineno))
-    return [l.strip() for i, l in enumerate(lines) if i not in drop and l.strip() and not l.strip().startswith("#")]
+    return [ln.strip() for i, ln in enumerate(lines) if i not in drop and ln.strip() and not ln.strip().startswith("#")]
 
 
 def test_no_block_of_code_is_restated_by_hand(solutions):
@@ -183,11 +207,13 @@ def test_no_block_of_code_is_restated_by_hand(solutions):
             lines = _scanned_lines(cell, name)
             where = (name, cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {i}")
             for j in range(len(lines) - BLOCK + 1):
-                seen[tuple(lines[j:j + BLOCK])].add(where)
+                seen[tuple(lines[j : j + BLOCK])].add(where)
     repeated = {block: cells for block, cells in seen.items() if len(cells) > 1}
     report = sorted({tuple(sorted(cells)) for cells in repeated.values()})
-    assert not report, (f"blocks of {BLOCK}+ lines written in more than one cell (restate them with "
-                        f"`given_from`, autograde/given.py): {report}")
+    assert not report, (
+        f"blocks of {BLOCK}+ lines written in more than one cell (restate them with "
+        f"`given_from`, autograde/given.py): {report}"
+    )
 
 
 def test_given_cells_follow_one_id_scheme(solutions):
@@ -225,13 +251,18 @@ def test_former_ids_name_no_current_cell(solutions):
 def test_every_given_cell_is_folded_to_its_one_line_summary_in_both_copies(solutions):
     """JupyterLab shows a folded cell's first line: the summary of what it restates and from where."""
     from autograde import NOTEBOOKS
+
     for name in assignments():
         learner = nbformat.read(str(NOTEBOOKS / name / f"{name}.ipynb"), as_version=4)
         for nb, which in ((solutions[name], "solution"), (learner, "learner copy")):
             for i, cell in given_cells(nb):
-                assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"{name} {which} cell {i} is not folded"
+                assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, (
+                    f"{name} {which} cell {i} is not folded"
+                )
                 first = cell.source.splitlines()[0]
-                assert first.startswith("# Given: restated from notebook ") and first.endswith("click to read the code."), first
+                assert first.startswith("# Given: restated from notebook ") and first.endswith(
+                    "click to read the code."
+                ), first
 
 
 def test_an_unfolded_given_cell_is_stale(solutions):

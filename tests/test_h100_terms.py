@@ -1,13 +1,14 @@
 """The H100 step model's attained terms (issue: the terms measured engines pay): fractions of the peaks and a fixed
 cost per forward on `Hardware` and `TPGroup`, fitted to a published engine, with the datasheet-peak model kept as
 the optimistic bound. Notebook 07's step_terms is run through its solution namespace."""
+
 import ast
 import csv
 import re
 
 import pytest
-
 from nbhelpers import fitted_h100_of_07, read, solution_cell, solution_namespace, solution_path
+
 from specdec import DATA_DIR
 from specdec.tables import TPGroup, attainable, fit_linear_step, load_hardware
 
@@ -31,8 +32,9 @@ def test_the_peak_model_is_unchanged_and_the_fitted_h100_meets_vllms_plain_step(
     h100 = load_hardware()["H100 SXM"]
     llama_8b = ns["model_spec"]("Llama-3.1-8B")
     assert h100.peak and h100.mbu == 1 and h100.mfu == 1 and h100.fixed_s == 0
-    assert ns["step_seconds"](llama_8b, h100, 1, 0) == pytest.approx(15_009_849_344 / 3.35e12, rel=1e-12), \
+    assert ns["step_seconds"](llama_8b, h100, 1, 0) == pytest.approx(15_009_849_344 / 3.35e12, rel=1e-12), (
         "the datasheet-peak model still gives 4.481 ms"
+    )
     fitted, _ = fitted_h100_of_07(ns)
     vllm = float(published["vllm-20780-8b-plain"]["result_ms_per_token"]) / 1e3
     step = ns["step_seconds"](llama_8b, fitted, 1, 0)
@@ -53,8 +55,15 @@ def test_the_fit_in_07_is_the_published_one(ns, published):
 def test_fit_linear_step_arithmetic_and_refusals():
     h100 = load_hardware()["H100 SXM"]
     # a made-up engine whose fit gives half the FLOP/s, half the bandwidth and a known fixed cost
-    fitted = fit_linear_step(h100, fixed_s=5e-3, per_token_s=2e-5, per_kv_token_s=1e-7, streamed_bytes=6.7e9,
-                             flops_per_token=9.894e9, kv_bytes_per_token=0.5 * 3.35e12 * 1e-7)
+    fitted = fit_linear_step(
+        h100,
+        fixed_s=5e-3,
+        per_token_s=2e-5,
+        per_kv_token_s=1e-7,
+        streamed_bytes=6.7e9,
+        flops_per_token=9.894e9,
+        kv_bytes_per_token=0.5 * 3.35e12 * 1e-7,
+    )
     assert fitted.mfu == pytest.approx(0.5) and fitted.mbu == pytest.approx(0.5)
     assert fitted.fixed_s == pytest.approx(5e-3 - 6.7e9 / (0.5 * 3.35e12))
     assert fitted.bandwidth_bytes_per_s == h100.bandwidth_bytes_per_s, "the peaks stay; the fractions carry the fit"
@@ -79,7 +88,10 @@ def test_attained_terms_are_checked_and_carried_by_a_group():
 def test_the_attained_terms_reach_every_term_of_07s_step(ns):
     llama_8b = ns["model_spec"]("Llama-3.1-8B")
     h100 = load_hardware()["H100 SXM"]
-    peak, slow = ns["step_terms"](llama_8b, h100, 256, 1274, 5), ns["step_terms"](llama_8b, attainable(h100, 0.5, 0.25, 1e-3), 256, 1274, 5)
+    peak, slow = (
+        ns["step_terms"](llama_8b, h100, 256, 1274, 5),
+        ns["step_terms"](llama_8b, attainable(h100, 0.5, 0.25, 1e-3), 256, 1274, 5),
+    )
     assert slow["attention"] == pytest.approx(2 * peak["attention"]), "KV read at half the bandwidth, once"
     assert slow["gemm"] == pytest.approx(4 * peak["gemm"]), "compute-bound GEMMs at a quarter of the FLOP/s"
     assert slow["fixed"] == pytest.approx(1e-3) and peak["fixed"] == 0.0
@@ -98,15 +110,31 @@ def test_the_expert_readings_table_from_the_new_terms(ns):
     rows = [  # (name, gpu, round terms, verify / plain, speedups at 0.8, 0.7, 0.6)
         ("the course's (datasheet peaks, no fixed cost)", h100, {}, 1.87, (1.21, 1.00, 0.83)),
         ("+ the draft's first pass over k + 2 tokens", h100, {"first_draft_tokens": k + 2}, 1.87, (1.14, 0.94, 0.78)),
-        ("+ sampler / logits traffic", h100, {"first_draft_tokens": k + 2, "sampler_passes": 3}, 1.89, (1.12, 0.92, 0.77)),
+        (
+            "+ sampler / logits traffic",
+            h100,
+            {"first_draft_tokens": k + 2, "sampler_passes": 3},
+            1.89,
+            (1.12, 0.92, 0.77),
+        ),
         ("bandwidth at 85 %, FLOP/s at 70 %", attainable(h100, 0.85, 0.70), {}, 2.08, (1.13, 0.93, 0.77)),
-        ("both of the above", attainable(h100, 0.85, 0.70), {"first_draft_tokens": k + 2, "sampler_passes": 3}, 2.10, (1.03, 0.85, 0.71)),
+        (
+            "both of the above",
+            attainable(h100, 0.85, 0.70),
+            {"first_draft_tokens": k + 2, "sampler_passes": 3},
+            2.10,
+            (1.03, 0.85, 0.71),
+        ),
     ]
     for name, gpu, terms, ratio, speedups in rows:
         passes = terms.get("sampler_passes", 0)
-        sampler = lambda positions: 4 * passes * positions * vocab / (gpu.mbu * gpu.bandwidth_bytes_per_s)
-        got = ((ns["step_seconds"](target, gpu, B, L, k + 1) + sampler(B * (k + 1)))
-               / (ns["step_seconds"](target, gpu, B, L) + sampler(B)))
+
+        def sampler(positions):
+            return 4 * passes * positions * vocab / (gpu.mbu * gpu.bandwidth_bytes_per_s)
+
+        got = (ns["step_seconds"](target, gpu, B, L, k + 1) + sampler(B * (k + 1))) / (
+            ns["step_seconds"](target, gpu, B, L) + sampler(B)
+        )
         assert got == pytest.approx(ratio, rel=0.01), f"{name}: verify / plain {got:.3f} against {ratio}"
         for alpha, want in zip((0.8, 0.7, 0.6), speedups):
             s = ns["spec_speedup"](B, L, alpha, k, target, draft, gpu, **terms)
@@ -119,13 +147,18 @@ def test_the_round_terms_off_leave_every_speedup_unchanged(ns):
     target, draft = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B")
     st = ns["step_seconds"]
     for B, L, k, alpha in ((1, 0, 4, 0.8), (64, 2048, 3, 0.7), (256, 1024, 4, 0.8)):
-        old = ns["expected_tokens"](alpha, k) * st(target, h100, B, L) / (k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1))
+        old = (
+            ns["expected_tokens"](alpha, k)
+            * st(target, h100, B, L)
+            / (k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1))
+        )
         assert ns["spec_speedup"](B, L, alpha, k, target, draft, h100) == pytest.approx(old, rel=1e-12)
 
 
 def test_first_pass_tokens_and_sampler_seconds():
     """The round's shared helpers: a first pass fixed or a function of k, checked; the sampler's fp32 passes."""
     from specdec.tables import first_pass_tokens, sampler_seconds, vllm_v1_first_pass
+
     assert first_pass_tokens(1, 4) == 1 and first_pass_tokens(3, 7) == 3
     assert first_pass_tokens(vllm_v1_first_pass, 4) == 6 and first_pass_tokens(lambda k: 2 * k, 3) == 6
     for bad in (0, 2.5, True, -1, lambda k: 0, lambda k: k / 2):
@@ -145,6 +178,7 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
     """08's cost ratio, gate, per-state k and plan, and 10's gate: the defaults (first pass 1, c_round 0, no sampler)
     give what the bare round gives; vLLM's first pass, c_round and the sampler each move the answer."""
     from specdec.tables import vllm_v1_first_pass
+
     ns = solution_namespace(name)
     h100, spec = load_hardware()["H100 SXM"], ns["spec_speedup"]
     target, draft = ns["model_spec"]("Llama-3.1-8B"), ns["model_spec"]("Llama-3.2-1B")
@@ -159,12 +193,16 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
             assert ns["round_cost_ratio"](B, L, k, target, draft, h100, **off) == pytest.approx(bare, rel=1e-12)
             for i, terms in enumerate(moved):
                 got = ns["round_cost_ratio"](B, L, k, target, draft, h100, **terms)
-                assert got >= bare * (1 - 1e-12), f"{terms}: a term cannot make the round cheaper, got {got} against {bare}"
+                assert got >= bare * (1 - 1e-12), (
+                    f"{terms}: a term cannot make the round cheaper, got {got} against {bare}"
+                )
                 assert got == pytest.approx(1 / spec(B, L, 0.0, k, target, draft, h100, **terms), rel=1e-12)
                 if got > bare * (1 + 1e-6):
                     raised.add(i)
-        assert raised == {0, 1, 2}, "each term (vLLM's first pass, c_round, the sampler) must raise the cost ratio somewhere"
-        for B, L, k in ((1, 0, 4), (256, 1024, 4)):      # the step's term: paid by the round and the plain step alike
+        assert raised == {0, 1, 2}, (
+            "each term (vLLM's first pass, c_round, the sampler) must raise the cost ratio somewhere"
+        )
+        for B, L, k in ((1, 0, 4), (256, 1024, 4)):  # the step's term: paid by the round and the plain step alike
             plain, rnd = st(target, h100, B, L), k * st(draft, h100, B, L) + st(target, h100, B, L, k + 1)
             got = ns["round_cost_ratio"](B, L, k, target, draft, h100, c_step=1.2e-3)
             assert got == pytest.approx((rnd + 1.2e-3) / (plain + 1.2e-3), rel=1e-12) and got < rnd / plain
@@ -173,17 +211,24 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
         assert plain_plan == ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **off)
         assert [ns["best_k_for_batch"](B, L, 0.8, target, draft, h100) for B, L in states] == [4, 2, 2]
         heavy = dict(first_draft_tokens=vllm_v1_first_pass, c_round=2e-3, sampler_passes=3)
-        assert ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **heavy)["code"]["fleet_speedup"] \
+        assert (
+            ns["deployment_plan"](h100, target, draft, {"code": 0.8}, states, **heavy)["code"]["fleet_speedup"]
             < plain_plan["code"]["fleet_speedup"]
+        )
         assert ns["should_speculate"](256, 1024, 0.8, 4, target, draft, h100) is True
         assert spec(256, 1024, 0.8, 4, target, draft, h100, **heavy) < spec(256, 1024, 0.8, 4, target, draft, h100)
         assert ns["should_speculate"](256, 1024, 0.8, 4, target, draft, h100, **dict(heavy, c_round=0.02)) is False
     else:
         contexts = [1274] * 256
-        assert ns["gate_k"](contexts, 0.8, target, draft, h100) == ns["gate_k"](contexts, 0.8, target, draft, h100, **off) >= 1
+        assert (
+            ns["gate_k"](contexts, 0.8, target, draft, h100)
+            == ns["gate_k"](contexts, 0.8, target, draft, h100, **off)
+            >= 1
+        )
         heavy = dict(first_draft_tokens=vllm_v1_first_pass, c_round=2e-3, sampler_passes=3)
-        assert ns["gate_k"](contexts, 0.8, target, draft, h100, **heavy) == \
-            ns["best_k_for_batch"](256, 1274.0, 0.8, target, draft, h100, 8, **heavy)
+        assert ns["gate_k"](contexts, 0.8, target, draft, h100, **heavy) == ns["best_k_for_batch"](
+            256, 1274.0, 0.8, target, draft, h100, 8, **heavy
+        )
 
 
 def _section_8(ns):
@@ -191,7 +236,7 @@ def _section_8(ns):
     scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"))
     exec(compile(_fit_cell(), "07:fit", "exec"), scope)
     cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
-    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)      # section 4's bisection, the function alone
+    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)  # section 4's bisection, the function alone
     bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
     exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
     for marker in ("def scaled_draft(", "published_sweeps.csv", "ENGINE_LINE = ", "roof_line = fit_step_line("):
@@ -209,7 +254,10 @@ def test_the_sweeps_are_as_published():
         batches, speedups = row["batch"].split(), row["speedup"].split()
         assert len(batches) == len(speedups) and row["as_published"] == " ".join(f"{s}x" for s in speedups), key
         assert row["source"] and row["setting"] and row["verified"] == "yes", key
-    assert rows["eagle3-t3-eagle3"]["speedup"].split()[-1] == "1.38" and rows["eagle3-t3-eagle3"]["batch"].split()[-1] == "64"
+    assert (
+        rows["eagle3-t3-eagle3"]["speedup"].split()[-1] == "1.38"
+        and rows["eagle3-t3-eagle3"]["batch"].split()[-1] == "64"
+    )
     assert rows["eagle3-t5-eagle3"]["speedup"].split()[-1] == "1.01"
 
 
@@ -224,8 +272,10 @@ def test_section_8_holds_the_model_against_table_3_and_names_what_is_left(ns):
     assert (round(min(line_errors) * 100), round(max(line_errors) * 100)) == (15, 39)
     assert (round(min(needed), 1), round(max(needed), 1)) == (2.0, 2.4)
     import statistics
-    assert statistics.median(map(abs, line_errors)) < statistics.median(map(abs, errors)), \
+
+    assert statistics.median(map(abs, line_errors)) < statistics.median(map(abs, errors)), (
         "charging every batched token must bring the model closer to the table"
+    )
     seed = s["seed_model"]
     assert seed[0] == pytest.approx(2.80, abs=0.005) and seed[-1] == pytest.approx(2.62, abs=0.005)
 
@@ -244,8 +294,10 @@ def test_section_8s_line_the_k_sweep_and_the_crossover_are_what_the_markdown_say
     assert (min(tpot, key=tpot.get), max(sim, key=sim.get), max(sweep, key=sweep.get)) == (4, 7, 4)
     assert all(abs(sweep[k] / (s["plain_ms"] / tpot[k]) - 1) < 0.03 for k in tpot)
     fits = s["max_batch"](s["llama_8b"], None, s["h100"], s["L_mt"])
-    crossings = [s["line_crossover"](engine, s["L_mt"], s["tau_k3"], 3, range(1, 4097), **head)
-                 for head in (s["simulator_head"], s["step_head"])]
+    crossings = [
+        s["line_crossover"](engine, s["L_mt"], s["tau_k3"], 3, range(1, 4097), **head)
+        for head in (s["simulator_head"], s["step_head"])
+    ]
     assert fits == 1422 and all(c > fits for c in crossings)
     assert round(crossings[0], -2) == 1500 and round(crossings[1], -3) == 2000
 
@@ -255,11 +307,12 @@ def test_the_crossover_under_stated_conditions_is_what_07_says(ns):
     47/73/107 in vLLM's fitted engine (k 4, 8B + 1B, one H100); at 1,024 tokens 318 (memory) against 189; the
     fitted engine's speedup is spec_speedup with the scheduler paid once per step by the plain step and the round."""
     import matplotlib
+
     matplotlib.use("Agg")
     scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"), llama_1b=ns["model_spec"]("Llama-3.2-1B"))
     exec(compile(_fit_cell(), "07:fit", "exec"), scope)
     cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
-    axes = next(s for s in cells if s.startswith("map_batches = np.unique")).splitlines()[:2]     # the maps' axes
+    axes = next(s for s in cells if s.startswith("map_batches = np.unique")).splitlines()[:2]  # the maps' axes
     for source in ("\n".join(axes), next(s for s in cells if s.startswith("ALPHAS, K_MAP, MAP_CONTEXTS = "))):
         exec(compile(source, "07:maps", "exec"), scope)
     table = scope["break_even"]
@@ -267,12 +320,18 @@ def test_the_crossover_under_stated_conditions_is_what_07_says(ns):
     assert [table["vLLM's engine, fitted", a][0][0] for a in (0.6, 0.7, 0.8)] == [47, 73, 107]
     assert table["datasheet peaks", 0.8][2] == (318, True) and table["vLLM's engine, fitted", 0.8][2] == (189, False)
     S, fwd = scope["FIT"]["scheduler_s"], scope["h100_forward"]
-    assert fwd.fixed_s == pytest.approx(scope["FIT"]["constant_s"] - 15_009_849_344 / (fwd.mbu * fwd.bandwidth_bytes_per_s), rel=1e-9)
+    assert fwd.fixed_s == pytest.approx(
+        scope["FIT"]["constant_s"] - 15_009_849_344 / (fwd.mbu * fwd.bandwidth_bytes_per_s), rel=1e-9
+    )
     plain = scope["step_seconds"](scope["llama_8b"], fwd, 64, 300) + S
-    draft = (scope["step_seconds"](scope["llama_1b"], fwd, 64, 300, tokens=6) + 3 * scope["step_seconds"](scope["llama_1b"], fwd, 64, 300))
+    draft = scope["step_seconds"](scope["llama_1b"], fwd, 64, 300, tokens=6) + 3 * scope["step_seconds"](
+        scope["llama_1b"], fwd, 64, 300
+    )
     rnd = draft + scope["step_seconds"](scope["llama_8b"], fwd, 64, 300, tokens=5) + S
     want = scope["expected_tokens"](0.7, 4) * plain / rnd
-    assert scope["engine_speedup"](64, 300, 0.7, 4, scope["llama_8b"], scope["llama_1b"]) == pytest.approx(want, rel=1e-12)
+    assert scope["engine_speedup"](64, 300, 0.7, 4, scope["llama_8b"], scope["llama_1b"]) == pytest.approx(
+        want, rel=1e-12
+    )
 
 
 def _scope_08(*parts):
@@ -280,7 +339,9 @@ def _scope_08(*parts):
     cell holding `marker` cut before `cut` (its printing or plotting)."""
     cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
     scope = dict(solution_namespace("08_break_even_acceptance"))
-    exec(compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope)
+    exec(
+        compile(next(s for s in cells if s.startswith("MODELS = {name: model_spec(name)")), "08:models", "exec"), scope
+    )
     for marker, cut in parts:
         exec(compile(next(s for s in cells if marker in s).split(cut)[0], f"08:{marker}", "exec"), scope)
     return scope
@@ -290,11 +351,17 @@ def test_08s_break_even_alpha_on_vllms_fitted_engine_is_what_08_says(ns):
     """08's side-by-side: the 1B draft at k 4 needs alpha 0.57 at batch 1 (0.40 on the peaks), 0.85 at batch 128 and
     no context (0.71), none at batch 256 (0.999), and 0.82 at batch 256 and 1,024 tokens (0.73); FIT is 07's."""
     import math
+
     scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
     at = scope["break_even_alpha_at"]
-    peak = lambda b, L: at(b, L, 4, l8, l1, h100)
-    engine = lambda b, L: at(b, L, 4, l8, l1, scope["h100_forward"], scope["ENGINE"])
+
+    def peak(b, L):
+        return at(b, L, 4, l8, l1, h100)
+
+    def engine(b, L):
+        return at(b, L, 4, l8, l1, scope["h100_forward"], scope["ENGINE"])
+
     assert (round(peak(1, 0), 2), round(engine(1, 0), 2)) == (0.40, 0.57)
     assert (round(peak(128, 0), 2), round(engine(128, 0), 2)) == (0.71, 0.85)
     assert round(peak(256, 0), 3) == 0.999 and math.isnan(engine(256, 0))
@@ -310,11 +377,23 @@ def test_08s_gate_on_vllms_fitted_engine_is_what_08_says():
     scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
     best = scope["best_k_for_batch"]
     l8, l1, h100 = scope["llama_8b"], scope["llama_1b"], scope["h100"]
-    gate = lambda b, L, a: best(b, L, a, l8, l1, scope["h100_forward"], **scope["ENGINE"])
+
+    def gate(b, L, a):
+        return best(b, L, a, l8, l1, scope["h100_forward"], **scope["ENGINE"])
+
     assert all(gate(b, 0, 0.8) == 3 and best(b, 0, 0.8, l8, l1, h100) == 4 for b in (1, 8, 48))
-    first_off = lambda f, L: next(b for b in (64, 96, 128, 160, 192, 256, 318, 384) if f(b, L) == 0)
-    assert first_off(lambda b, L: gate(b, L, 0.8), 0) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
-    assert first_off(lambda b, L: gate(b, L, 0.8), 256) == 192 and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
+
+    def first_off(f, L):
+        return next(b for b in (64, 96, 128, 160, 192, 256, 318, 384) if f(b, L) == 0)
+
+    assert (
+        first_off(lambda b, L: gate(b, L, 0.8), 0) == 192
+        and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 0) == 256
+    )
+    assert (
+        first_off(lambda b, L: gate(b, L, 0.8), 256) == 192
+        and first_off(lambda b, L: best(b, L, 0.8, l8, l1, h100), 256) == 318
+    )
     assert [gate(b, 1024, 0.8) for b in (96, 128, 318)] == [2, 1, 1]
 
 
@@ -323,20 +402,28 @@ def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():
     (alpha 0.8) fixed k = 4 gives 0.90x and the gate 1.19x; the day's plan 1.42x / 1.18x / 1.06x (code, chat,
     creative) against 1.70x / 1.34x / 1.14x on the peaks, always k = 4 1.30x / 0.89x / 0.64x; zero context 1.37x /
     1.16x / 1.05x."""
-    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"), ("alphas_measured = {", "\n\n\n"),
-                      ("zero = {(b, 0)", "\n\n\n"))
+    scope = _scope_08(
+        ("def break_even_alpha_at(", "\n\n\nmap_batches"),
+        ("alphas_measured = {", "\n\n\n"),
+        ("zero = {(b, 0)", "\n\n\n"),
+    )
     l8, l1, fwd, engine = scope["llama_8b"], scope["llama_1b"], scope["h100_forward"], scope["ENGINE"]
     spec, best = scope["spec_speedup"], scope["best_k_for_batch"]
     assert round(spec(128, 0, 0.8, 4, l8, l1, fwd, **engine), 2) == 0.90
     k = best(128, 0, 0.8, l8, l1, fwd, **engine)
     assert round(spec(128, 0, 0.8, k, l8, l1, fwd, **engine), 2) == 1.19
-    fleet = lambda plan: tuple(round(plan[t]["fleet_speedup"], 2) for t in ("code", "chat", "creative"))
+
+    def fleet(plan):
+        return tuple(round(plan[t]["fleet_speedup"], 2) for t in ("code", "chat", "creative"))
+
     assert fleet(scope["plan"]) == (1.42, 1.18, 1.06)
     assert fleet(scope["peak_plan"]) == (1.70, 1.34, 1.14)
     assert fleet(scope["plan0"]) == (1.37, 1.16, 1.05)
     day, alphas = scope["day"], scope["alphas_measured"]
-    always = tuple(round(1 / sum(w / spec(b, L, alphas[t], 4, l8, l1, fwd, **engine) for (b, L), w in day.items()), 2)
-                   for t in ("code", "chat", "creative"))
+    always = tuple(
+        round(1 / sum(w / spec(b, L, alphas[t], 4, l8, l1, fwd, **engine) for (b, L), w in day.items()), 2)
+        for t in ("code", "chat", "creative")
+    )
     assert always == (1.30, 0.89, 0.64)
     assert [scope["plan"]["code"]["k"][s] for s in day] == [3, 3, 3, 3, 2, 1, 1, 0]
 
@@ -348,19 +435,28 @@ def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
     name = "10_batches_and_servers"
     scope = dict(solution_namespace(name))
     cells = [c.source for c in read(solution_path(name)).cells if c.cell_type == "code"]
-    for marker, cut in (("\ndef simulate_server(", None), ("# vLLM's engine on one H100 as notebook 07", None),
-                        ("ALPHA_SIM, K_SIM, SLO = ", "\nt_sim = time.perf_counter()")):
+    for marker, cut in (
+        ("\ndef simulate_server(", None),
+        ("# vLLM's engine on one H100 as notebook 07", None),
+        ("ALPHA_SIM, K_SIM, SLO = ", "\nt_sim = time.perf_counter()"),
+    ):
         source = next(s for s in cells if marker in s)
         exec(compile(source.split(cut)[0] if cut else source, f"10:{marker.strip()}", "exec"), scope)
     assert scope["ENGINE"] == {"first_draft_tokens": scope["vllm_v1_first_pass"], "c_step": scope["FIT"]["scheduler_s"]}
     engine = scope["sweep"](scope["ENGINE_8B"], "short", (2, 96))
     peaks = scope["sweep"](scope["PEAKS_8B"], "short", (2,))
-    p50 = lambda res, policy, rate: round(res[policy][rate]["tpot_p50"] * 1e3, 1)
+
+    def p50(res, policy, rate):
+        return round(res[policy][rate]["tpot_p50"] * 1e3, 1)
+
     assert round(engine["off"][2]["tpot_p50"] / engine["fixed"][2]["tpot_p50"], 2) == 1.50
     assert round(peaks["off"][2]["tpot_p50"] / peaks["fixed"][2]["tpot_p50"], 2) == 2.01
     assert (p50(engine, "off", 96), p50(engine, "fixed", 96), p50(engine, "gated", 96)) == (15.6, 25.4, 19.7)
     free = next(s for s in cells if s.startswith("# what if the draft's prefill were free?"))
     scope["engine"] = engine
     exec(compile(free, "10:free prefill", "exec"), scope)
-    assert round(scope["free_prefill"]["gated"] * 1e3, 1) == 14.8 and round(scope["free_prefill"]["fixed"] * 1e3, 1) == 21.6
+    assert (
+        round(scope["free_prefill"]["gated"] * 1e3, 1) == 14.8
+        and round(scope["free_prefill"]["fixed"] * 1e3, 1) == 21.6
+    )
     assert scope["prefill_seconds"] is scope["real_prefill"], "the cell restores the prefill it swapped"

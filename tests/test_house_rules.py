@@ -1,11 +1,12 @@
 """House rules a tool keeps (issue 64): each test module marks itself (`pytestmark` at its top, or a mark on the
 one test that differs from its module), with the markers pyproject.toml registers, and pytest refuses any other
 (`--strict-markers`); no hook adds marks from a table elsewhere."""
+
 import ast
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
-SPEED = {"notebooks", "browser", "e2e", "slow"}      # the marks `make test-fast` leaves out
+SPEED = {"notebooks", "browser", "e2e", "slow"}  # the marks `make test-fast` leaves out
 
 
 def _module_marks(tree):
@@ -13,8 +14,11 @@ def _module_marks(tree):
     marks = None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
-            marks = (marks or set()) | {n.attr for n in ast.walk(node.value) if isinstance(n, ast.Attribute)
-                                        and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+            marks = (marks or set()) | {
+                n.attr
+                for n in ast.walk(node.value)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"
+            }
     return marks
 
 

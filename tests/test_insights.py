@@ -1,4 +1,5 @@
 """The class's own measurements: what a notebook saves beside itself, and `autograde class-insights` collecting it."""
+
 import json
 
 import pytest
@@ -12,17 +13,27 @@ NAME = "09_speculation_that_pays"
 
 def _write(folder, notebook=NAME, capability="AVX512", speedup=None, v4=1.2, alpha=None):
     folder.mkdir(parents=True, exist_ok=True)
-    path = record(notebook, {"path": "bf16", "c": 0.06, "v": {1: 1.05, 4: v4}, "alpha": alpha or {"code": 0.6, "json": 0.88},
-                             "speedup": speedup or {"code": 1.4, "json": 2.5}}, folder=folder)
+    path = record(
+        notebook,
+        {
+            "path": "bf16",
+            "c": 0.06,
+            "v": {1: 1.05, 4: v4},
+            "alpha": alpha or {"code": 0.6, "json": 0.88},
+            "speedup": speedup or {"code": 1.4, "json": 2.5},
+        },
+        folder=folder,
+    )
     doc = json.loads(path.read_text())
-    doc["machine"]["capability"] = capability           # another student's machine
+    doc["machine"]["capability"] = capability  # another student's machine
     path.write_text(json.dumps(doc))
     return path
 
 
 def test_record_writes_the_machine_and_the_numbers_and_nan_as_null(tmp_path, capsys):
-    path = record(NAME, {"c": 0.05, "v": {4: 1.1}, "missing": float("nan"), "crossover": {"measured": None}},
-                  folder=tmp_path)
+    path = record(
+        NAME, {"c": 0.05, "v": {4: 1.1}, "missing": float("nan"), "crossover": {"measured": None}}, folder=tmp_path
+    )
     assert path == tmp_path / FILE and "saved to" in capsys.readouterr().out
     doc = json.loads(path.read_text())
     assert doc["schema"] == 1 and doc["notebook"] == NAME
@@ -32,7 +43,7 @@ def test_record_writes_the_machine_and_the_numbers_and_nan_as_null(tmp_path, cap
 
 
 def test_record_where_it_cannot_write_says_so_and_goes_on(tmp_path, capsys):
-    assert record(NAME, {"c": 0.1}, folder=tmp_path / "gone" / "deeper") is None     # a folder that is not there
+    assert record(NAME, {"c": 0.1}, folder=tmp_path / "gone" / "deeper") is None  # a folder that is not there
     assert "could not write" in capsys.readouterr().out
 
 
@@ -43,15 +54,25 @@ def test_record_refuses_what_is_not_a_measurement(tmp_path):
         record(NAME, {"model": object()}, folder=tmp_path)
 
 
-@pytest.mark.parametrize("text, field", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "JSON object"),
-    ('{"schema": 1, "notebook": "%s", "written_at": "x", "machine": {"capability": "AVX2"}}' % NAME, "'measured'"),
-    ('{"schema": 7, "notebook": "%s", "written_at": "x", "machine": {}, "measured": {}}' % NAME, "'schema'"),
-    ('{"schema": 1, "notebook": "05_acceptance_in_practice", "written_at": "x", "machine": {"capability": "AVX2"}, '
-     '"measured": {}}', "'notebook'"),
-    ('{"schema": 1, "notebook": "%s", "written_at": "x", "machine": {}, "measured": {}}' % NAME, "machine.capability"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"schema": 1, "notebook": "%s", "written_at": "x", "machine": {"capability": "AVX2"}}' % NAME, "'measured'"),
+        ('{"schema": 7, "notebook": "%s", "written_at": "x", "machine": {}, "measured": {}}' % NAME, "'schema'"),
+        (
+            '{"schema": 1, "notebook": "05_acceptance_in_practice", "written_at": "x", '
+            '"machine": {"capability": "AVX2"}, '
+            '"measured": {}}',
+            "'notebook'",
+        ),
+        (
+            '{"schema": 1, "notebook": "%s", "written_at": "x", "machine": {}, "measured": {}}' % NAME,
+            "machine.capability",
+        ),
+    ],
+)
 def test_a_malformed_file_is_named_with_its_field(tmp_path, text, field):
     path = tmp_path / FILE
     path.write_text(text)
@@ -61,9 +82,9 @@ def test_a_malformed_file_is_named_with_its_field(tmp_path, text, field):
 
 
 def test_collect_reads_both_layouts_and_names_the_missing_and_the_malformed(tmp_path):
-    _write(tmp_path / "ada" / NAME)                            # nbgrader's submitted/STUDENT/ASSIGNMENT/
-    _write(tmp_path / "bob", capability="AVX2")                 # a folder per student
-    (tmp_path / "cy").mkdir()                                   # ran nothing
+    _write(tmp_path / "ada" / NAME)  # nbgrader's submitted/STUDENT/ASSIGNMENT/
+    _write(tmp_path / "bob", capability="AVX2")  # a folder per student
+    (tmp_path / "cy").mkdir()  # ran nothing
     (tmp_path / "dee").mkdir()
     (tmp_path / "dee" / FILE).write_text("{oops")
     records, problems = collect(NAME, tmp_path)
@@ -77,7 +98,10 @@ def test_collect_reads_both_layouts_and_names_the_missing_and_the_malformed(tmp_
 def test_collect_reads_the_exchange_inbound_taking_each_students_latest(tmp_path):
     _write(tmp_path / f"ada+{NAME}+2026-12-01 10:00:00.000000 UTC+r1", speedup={"code": 1.1, "json": 1.5})
     _write(tmp_path / f"ada+{NAME}+2026-12-02 09:00:00.000000 UTC+r2", speedup={"code": 1.4, "json": 2.4})
-    _write(tmp_path / "bob+05_acceptance_in_practice+2026-12-01 10:00:00.000000 UTC+r3", notebook="05_acceptance_in_practice")
+    _write(
+        tmp_path / "bob+05_acceptance_in_practice+2026-12-01 10:00:00.000000 UTC+r3",
+        notebook="05_acceptance_in_practice",
+    )
     records, problems = collect(NAME, tmp_path)
     assert list(records) == ["ada"] and problems == []
     assert records["ada"]["measured"]["speedup"]["json"] == 2.4

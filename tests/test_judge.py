@@ -1,5 +1,6 @@
 """autograde.judge: the probe's plain-data answers, parsed strictly, and notebook 11's first judges (issue 60's
 protocol, not yet wired into the grader): run against the solution, wrong answers and a forging kernel."""
+
 import ast
 import json
 import math
@@ -26,24 +27,37 @@ def test_plain_data_round_trips_and_tensors_come_back_as_dtype_shape_values():
     kind, got = judge.decode(_answer(np.arange(3, dtype=np.float32)))
     assert got == judge.Tensor("numpy", "float32", (3,), [0.0, 1.0, 2.0])
     kind, got = judge.decode(_answer({"x": np.float64(0.5), "n": np.int64(3)}))
-    assert got["x"] == judge.Tensor("numpy", "float64", (), 0.5) and float(got["x"]) == 0.5 and got["n"].dtype == "int64"
+    assert (
+        got["x"] == judge.Tensor("numpy", "float64", (), 0.5) and float(got["x"]) == 0.5 and got["n"].dtype == "int64"
+    )
     with pytest.raises(TypeError, match="not one number"):
         float(judge.Tensor("torch", "float32", (2,), [1.0, 2.0]))
     kind, got = judge.decode(_answer(object()))
     assert isinstance(got, judge.Other) and got.type == "builtins.object"
-    kind, got = judge.decode(json.dumps({"nonce": "n", "raised": {"type": "ValueError", "bases": ["Exception"],
-                                                                  "message": "counters: bad"}}))
+    kind, got = judge.decode(
+        json.dumps({"nonce": "n", "raised": {"type": "ValueError", "bases": ["Exception"], "message": "counters: bad"}})
+    )
     assert kind == "raised" and got.is_a("ValueError") and got.is_a("Exception") and not got.is_a("TypeError")
 
 
-@pytest.mark.parametrize("text, what", [
-    ("not json", "not JSON"), ('{"nonce": "n", "value": NaN}', "not JSON"), ('[1, 2]', "nonce"),
-    ('{"value": 1}', "nonce"), ('{"nonce": "n", "value": 1, "extra": 2}', "unexpected keys"),
-    ('{"nonce": "n", "value": {"a": 1}}', "tagged"), ('{"nonce": "n", "value": {"t": "pickle", "v": "..."}}', "unknown tag"),
-    ('{"nonce": "n", "value": {"t": "tensor", "kind": "torch", "dtype": "f", "shape": [2], "values": [1]}}', "shape"),
-    ('{"nonce": "n", "value": {"t": "dict", "items": [[[1], 2]]}}', "hashable"),
-    ('{"nonce": "n", "raised": {"type": "E", "message": "m"}}', "raised answer"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("not json", "not JSON"),
+        ('{"nonce": "n", "value": NaN}', "not JSON"),
+        ('[1, 2]', "nonce"),
+        ('{"value": 1}', "nonce"),
+        ('{"nonce": "n", "value": 1, "extra": 2}', "unexpected keys"),
+        ('{"nonce": "n", "value": {"a": 1}}', "tagged"),
+        ('{"nonce": "n", "value": {"t": "pickle", "v": "..."}}', "unknown tag"),
+        (
+            '{"nonce": "n", "value": {"t": "tensor", "kind": "torch", "dtype": "f", "shape": [2], "values": [1]}}',
+            "shape",
+        ),
+        ('{"nonce": "n", "value": {"t": "dict", "items": [[[1], 2]]}}', "hashable"),
+        ('{"nonce": "n", "raised": {"type": "E", "message": "m"}}', "raised answer"),
+    ],
+)
 def test_an_answer_that_is_not_plain_data_is_refused(text, what):
     with pytest.raises(judge.ProbeError, match=what):
         judge.decode(text)
@@ -63,19 +77,33 @@ def test_answers_are_bounded():
 
 def test_only_plain_data_crosses_into_the_kernel():
     code = judge.probe_code("f", ({"a": [1, 2.5]}, "s"), "abc")
-    call = next(node.value for node in ast.parse(code).body if isinstance(node, ast.Expr))       # _ag_probe(...)
-    assert ast.unparse(call.args[0]) == "globals()"                  # the notebook's namespace, then only data
+    call = next(node.value for node in ast.parse(code).body if isinstance(node, ast.Expr))  # _ag_probe(...)
+    assert ast.unparse(call.args[0]) == "globals()"  # the notebook's namespace, then only data
     sent = [ast.literal_eval(arg) for arg in call.args[1:]]
-    assert sent[0] == "f" and "abc" in sent and json.loads(sent[1]) == \
-        [{"t": "tuple", "items": [{"t": "tuple", "items": [{"t": "dict", "items": [["a", [1, 2.5]]]}, "s"]},
-                                  {"t": "dict", "items": []}]}]
+    assert (
+        sent[0] == "f"
+        and "abc" in sent
+        and json.loads(sent[1])
+        == [
+            {
+                "t": "tuple",
+                "items": [
+                    {"t": "tuple", "items": [{"t": "dict", "items": [["a", [1, 2.5]]]}, "s"]},
+                    {"t": "dict", "items": []},
+                ],
+            }
+        ]
+    )
     # to the guard kernel, which holds the runner, the same request travels as one line of JSON after its marker
     stub = judge.probe_stub(judge.probe_request("f", ({"a": [1, 2.5]}, "s"), "abc"))
     assert "\n" not in stub and stub.startswith(judge.PROBE_STUB)
-    request = json.loads(stub[len(judge.PROBE_STUB):])
+    request = json.loads(stub[len(judge.PROBE_STUB) :])
     assert [request[0], json.loads(request[1])] == [sent[0], json.loads(sent[1])] and request[3] == "abc"
     ns = {"f": lambda d, s: (sorted(d), s, b"x", {1: (2,)})}
-    assert judge.LocalProbe(ns)("f", {"a": [1, 2.5]}, "s") == ("value", (["a"], "s", judge.Other("builtins.bytes"), {1: (2,)}))
+    assert judge.LocalProbe(ns)("f", {"a": [1, 2.5]}, "s") == (
+        "value",
+        (["a"], "s", judge.Other("builtins.bytes"), {1: (2,)}),
+    )
     for bad in ((object(),), (float("nan"),), (torch.tensor([1]),)):
         with pytest.raises(ValueError, match="args"):
             judge.probe_code("f", bad, "abc")
@@ -87,22 +115,26 @@ def test_recipes_built_alike_on_both_sides_and_watched_arguments_come_back_after
     """watched: the argument as the call left it (in ``after``, per call, never shared between calls); call and
     item: the notebook's own functions and tables by name, built on each side from its own names; double: a float64
     copy of a model."""
+
     def fill(mask, lengths):
-        mask[0, 0] = 7                                   # changes its input in place
+        mask[0, 0] = 7  # changes its input in place
         return int(mask.sum())
 
     probe = judge.LocalProbe({"fill": fill, "table": {"a": 3}, "twice": lambda x, y=0: 2 * x + y})
     m = judge.tensor(torch.ones(2, 2, dtype=torch.long))
-    answers = probe.many("fill", [((judge.watched(m), judge.watched(judge.tensor(torch.zeros(2)))), {}),
-                                  ((judge.watched(m), m), {})])
-    assert [a[1] for a in answers] == [10, 10]          # the second call's mask is a fresh copy, not the first's
-    assert answers[0].after == [judge.Tensor("torch", "int64", (2, 2), [[7, 1], [1, 1]]),
-                                judge.Tensor("torch", "float32", (2,), [0.0, 0.0])]
+    answers = probe.many(
+        "fill", [((judge.watched(m), judge.watched(judge.tensor(torch.zeros(2)))), {}), ((judge.watched(m), m), {})]
+    )
+    assert [a[1] for a in answers] == [10, 10]  # the second call's mask is a fresh copy, not the first's
+    assert answers[0].after == [
+        judge.Tensor("torch", "int64", (2, 2), [[7, 1], [1, 1]]),
+        judge.Tensor("torch", "float32", (2,), [0.0, 0.0]),
+    ]
     assert len(answers[1].after) == 1 and answers[1].after[0].values == [[7, 1], [1, 1]]
     assert probe("fill", m, m).after is None
     recipe = judge.call("twice", judge.item(judge.named("table"), "a"), y=1)
     assert probe("twice", recipe) == ("value", 14)
-    assert judge.build(recipe, {"twice": lambda x, y=0: 10 * x + y, "table": {"a": 3}}) == 31    # the judge's own
+    assert judge.build(recipe, {"twice": lambda x, y=0: 10 * x + y, "table": {"a": 3}}) == 31  # the judge's own
     model = judge.build(judge.double(judge.tiny_llama(vocab_size=16, hidden_size=16, num_hidden_layers=1, seed=1)), {})
     assert {p.dtype for p in model.parameters()} == {torch.float64}
     with pytest.raises(judge.ProbeError, match="after"):
@@ -113,8 +145,20 @@ def test_a_learners_global_named_like_a_builtin_does_not_change_the_probe():
     """The probe runs in the notebook's namespace, where a learner may well have named a variable `type`, `len`,
     `max` or `list`: the probe binds the builtins it uses from the builtins module, so answers come back alike."""
     clean = judge.LocalProbe({"f": lambda x: (x, [x], {"k": x})})
-    names = {"f": lambda x: (x, [x], {"k": x}), "type": "bf16", "len": 3, "list": None, "dict": {}, "tuple": (),
-             "isinstance": lambda *a: False, "globals": None, "float": int, "repr": str, "range": [], "str": 0}
+    names = {
+        "f": lambda x: (x, [x], {"k": x}),
+        "type": "bf16",
+        "len": 3,
+        "list": None,
+        "dict": {},
+        "tuple": (),
+        "isinstance": lambda *a: False,
+        "globals": None,
+        "float": int,
+        "repr": str,
+        "range": [],
+        "str": 0,
+    }
     calls = [((2,), {}), ((2.5,), {}), (("s",), {}), ((judge.tensor(torch.tensor([1, 2])),), {})]
     assert judge.LocalProbe(names).many("f", calls) == clean.many("f", calls)
     assert judge._builtins().split("=")[0].split() != []
@@ -124,6 +168,7 @@ def test_given_names_are_the_course_copies_of_a_notebooks_given_cells():
     """The judge's reference for 10's gate_k: the functions its given cells restate, run from the solution in a
     namespace of their own (no model loaded, the process's torch threads left alone)."""
     from autograde.judges import given_names
+
     threads = torch.get_num_threads()
     names = given_names("10_batches_and_servers")
     assert torch.get_num_threads() == threads and "target" not in names
@@ -134,6 +179,7 @@ def test_given_names_are_the_course_copies_of_a_notebooks_given_cells():
 
 def _solution_function(name):
     import nbformat
+
     nb = nbformat.read(str(source_notebook("11_real_engines")), as_version=4)
     ns = {}
     exec("import numbers, math, re", ns)
@@ -151,6 +197,7 @@ def _wrong(change, name=nb11.FN):
 
     def wrong(counters):
         return change(right(counters), counters)
+
     return wrong
 
 
@@ -161,35 +208,96 @@ def test_the_solution_passes_every_judge_whatever_the_draw(seed):
         fn(probes[next(name for name in probes if name in cell)], np.random.default_rng(seed))
 
 
-@pytest.mark.parametrize("wrong, cell, rule", [
-    (_wrong(lambda r, c: dict(r, tau=c["accepted_tokens"] / c["drafts"])), "test_acceptance_from_counters", "tau = 1 + A / D"),
-    (_wrong(lambda r, c: dict(r, alpha=c["accepted_tokens"] / c["draft_tokens"])), "test_acceptance_from_counters", "alpha = A"),
-    (_wrong(lambda r, c: dict(r, alpha=np.float64(r["alpha"]))), "test_acceptance_from_counters", "plain floats"),
-    (_wrong(lambda r, c: dict(r, acceptance_rate=c["accepted_tokens"] / (c["drafts"] * len(c["accepted_per_position"])))),
-     "test_acceptance_from_counters_edges", "divides by the draft tokens"),
-    (lambda c: {"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]},
-     "test_acceptance_from_counters", "alpha"),
-    (lambda t: _solution_function(nb11.PARSER)("\n".join(line for line in t.splitlines() if 'engine="0"' in line or "{" not in line)),
-     "test_read_spec_counters", "series added up"),                     # the first engine's series only
-    (_wrong(lambda r, t: dict(r, accepted_per_position=sorted(r["accepted_per_position"])), nb11.PARSER),
-     "test_read_spec_counters", "positions 0 .. k - 1 in order"),
-    (_wrong(lambda r, t: dict(r, drafts=float(r["drafts"])), nb11.PARSER), "test_read_spec_counters", "plain ints"),
-    (lambda d, m: _solution_function(nb11.GATE)(d, m) or {"num_speculative_tokens": 0,
-                                                          "num_speculative_tokens_per_batch_size": [[1, m, 0]]},
-     "test_vllm_gate_config", "every k that applies is 0"),          # a config that never speculates, not None
-    (lambda d, m: (lambda g: g and dict(g, num_speculative_tokens_per_batch_size=[
-        [b, b, dict(sorted(d.items()))[max(x for x in d if x <= b)]] for b in range(1, m + 1)]))(
-        _solution_function(nb11.GATE)(d, m)), "test_vllm_gate_config", "merged"),
-    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), first_token=[float(r["chunks"][0][0]) for r in reqs]),
-     "test_trace_from_stream", "empty chunks before it do not count"),
-    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), finish=[float(r["chunks"][-1][0]) for r in reqs]),
-     "test_trace_from_stream", "empty chunks after it do not count"),
-    (lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), output_tokens=[sum(1 for c in r["chunks"] if c[1])
-                                                                            for r in reqs]),
-     "test_trace_from_stream_tokens", "summed (a chunk may carry several)"),
-    (lambda reqs: {key: tuple(v) for key, v in _solution_function(nb11.TRACE)(reqs).items()},
-     "test_trace_from_stream", "plain floats (times) and plain ints"),
-])
+@pytest.mark.parametrize(
+    "wrong, cell, rule",
+    [
+        (
+            _wrong(lambda r, c: dict(r, tau=c["accepted_tokens"] / c["drafts"])),
+            "test_acceptance_from_counters",
+            "tau = 1 + A / D",
+        ),
+        (
+            _wrong(lambda r, c: dict(r, alpha=c["accepted_tokens"] / c["draft_tokens"])),
+            "test_acceptance_from_counters",
+            "alpha = A",
+        ),
+        (_wrong(lambda r, c: dict(r, alpha=np.float64(r["alpha"]))), "test_acceptance_from_counters", "plain floats"),
+        (
+            _wrong(
+                lambda r, c: dict(
+                    r, acceptance_rate=c["accepted_tokens"] / (c["drafts"] * len(c["accepted_per_position"]))
+                )
+            ),
+            "test_acceptance_from_counters_edges",
+            "divides by the draft tokens",
+        ),
+        (
+            lambda c: {"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]},
+            "test_acceptance_from_counters",
+            "alpha",
+        ),
+        (
+            lambda t: _solution_function(nb11.PARSER)(
+                "\n".join(line for line in t.splitlines() if 'engine="0"' in line or "{" not in line)
+            ),
+            "test_read_spec_counters",
+            "series added up",
+        ),  # the first engine's series only
+        (
+            _wrong(lambda r, t: dict(r, accepted_per_position=sorted(r["accepted_per_position"])), nb11.PARSER),
+            "test_read_spec_counters",
+            "positions 0 .. k - 1 in order",
+        ),
+        (_wrong(lambda r, t: dict(r, drafts=float(r["drafts"])), nb11.PARSER), "test_read_spec_counters", "plain ints"),
+        (
+            lambda d, m: (
+                _solution_function(nb11.GATE)(d, m)
+                or {"num_speculative_tokens": 0, "num_speculative_tokens_per_batch_size": [[1, m, 0]]}
+            ),
+            "test_vllm_gate_config",
+            "every k that applies is 0",
+        ),  # a config that never speculates, not None
+        (
+            lambda d, m: (
+                lambda g: (
+                    g
+                    and dict(
+                        g,
+                        num_speculative_tokens_per_batch_size=[
+                            [b, b, dict(sorted(d.items()))[max(x for x in d if x <= b)]] for b in range(1, m + 1)
+                        ],
+                    )
+                )
+            )(_solution_function(nb11.GATE)(d, m)),
+            "test_vllm_gate_config",
+            "merged",
+        ),
+        (
+            lambda reqs: dict(
+                _solution_function(nb11.TRACE)(reqs), first_token=[float(r["chunks"][0][0]) for r in reqs]
+            ),
+            "test_trace_from_stream",
+            "empty chunks before it do not count",
+        ),
+        (
+            lambda reqs: dict(_solution_function(nb11.TRACE)(reqs), finish=[float(r["chunks"][-1][0]) for r in reqs]),
+            "test_trace_from_stream",
+            "empty chunks after it do not count",
+        ),
+        (
+            lambda reqs: dict(
+                _solution_function(nb11.TRACE)(reqs), output_tokens=[sum(1 for c in r["chunks"] if c[1]) for r in reqs]
+            ),
+            "test_trace_from_stream_tokens",
+            "summed (a chunk may carry several)",
+        ),
+        (
+            lambda reqs: {key: tuple(v) for key, v in _solution_function(nb11.TRACE)(reqs).items()},
+            "test_trace_from_stream",
+            "plain floats (times) and plain ints",
+        ),
+    ],
+)
 def test_wrong_answers_fail_with_their_rule(wrong, cell, rule):
     with pytest.raises(AssertionError, match=re.escape(rule)):
         nb11.JUDGES[cell](_in_process(wrong), np.random.default_rng(5))
@@ -203,6 +311,7 @@ def test_a_bad_input_error_must_name_counters():
             return right(counters)
         except ValueError:
             raise ValueError("bad input") from None
+
     with pytest.raises(AssertionError, match="names counters"):
         nb11.test_acceptance_from_counters_bad_input(_in_process(vague), np.random.default_rng(0))
 
@@ -210,6 +319,7 @@ def test_a_bad_input_error_must_name_counters():
 @pytest.fixture(scope="module")
 def kernel():
     from jupyter_client.manager import start_new_kernel
+
     km, kc = start_new_kernel(kernel_name="python3")
     yield kc
     kc.stop_channels()
@@ -223,9 +333,13 @@ def _run(kc, code):
 
 def test_through_a_real_kernel_the_solution_passes_and_a_forger_fails(kernel):
     import inspect
-    source = inspect.getsource(judge)            # nothing of the judge, only the probe, reaches the kernel
-    right = next(c.source for c in __import__("nbformat").read(str(source_notebook("11_real_engines")), as_version=4).cells
-                 if c.metadata.get("nbgrader", {}).get("grade_id") == nb11.FN)
+
+    source = inspect.getsource(judge)  # nothing of the judge, only the probe, reaches the kernel
+    right = next(
+        c.source
+        for c in __import__("nbformat").read(str(source_notebook("11_real_engines")), as_version=4).cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == nb11.FN
+    )
     _run(kernel, "import numbers, math, re\n" + right)
     probe = judge.KernelProbe(kernel, timeout=30)
     for cell, fn in nb11.JUDGES.items():
@@ -234,17 +348,23 @@ def test_through_a_real_kernel_the_solution_passes_and_a_forger_fails(kernel):
     assert probe.calls >= 3 and "test_acceptance_from_counters" not in source.split("MIME =")[0]
 
     # a forger: answers the visible example whatever it is asked, and displays fake answers of its own first
-    _run(kernel, f'''
+    _run(
+        kernel,
+        f'''
 from IPython.display import display
 def acceptance_from_counters(counters):
     display({{"{judge.MIME}": '{{"nonce": "guess", "value": 1}}'}}, raw=True)
     return {{"alpha": 5 / 9, "tau": 2.25, "acceptance_rate": 5 / 12, "position_rates": [0.75, 0.5, 0.0]}}
-''')
+''',
+    )
     with pytest.raises(AssertionError, match="rule: "):
         nb11.test_acceptance_from_counters(probe, np.random.default_rng(12))
 
     # a kernel whose json module was replaced answers nothing the judge can read: no pass
-    _run(kernel, 'import sys, types\nfake = types.ModuleType("json")\nfake.dumps = lambda o: "{}"\nsys.modules["json"] = fake')
+    _run(
+        kernel,
+        'import sys, types\nfake = types.ModuleType("json")\nfake.dumps = lambda o: "{}"\nsys.modules["json"] = fake',
+    )
     with pytest.raises(judge.ProbeError):
         probe(nb11.FN, {"drafts": 1})
 
@@ -252,17 +372,22 @@ def acceptance_from_counters(counters):
 def _judge_rules(module):
     """Every "rule: ..." string a judge module can raise (implicit concatenation is one constant to ast)."""
     import inspect
+
     tree = ast.parse(inspect.getsource(module))
-    return {node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("rule: ")}
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("rule: ")
+    }
 
 
 @pytest.mark.parametrize("module", ["nb04", "nb11"])
 def test_every_rule_a_judge_raises_is_in_the_contract(module):
     """The judges and the notebooks' contract stay in step: a rule label a judge raises is one docs/contract.md lists
     (with the notebook's words it quotes), so a failing judge's hint reads as the contract says."""
-    from pathlib import Path
     import importlib
+    from pathlib import Path
+
     contract = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text()
     rules = _judge_rules(importlib.import_module(f"autograde.judges.{module}"))
     assert len(rules) > 8
@@ -282,6 +407,7 @@ def test_every_judged_cell_names_its_judge_and_every_judge_has_its_cell():
     from autograde.assignment import source_notebook
     from autograde.judges import MARK, modules, out_of_step
     from autograde.release import judges_out_of_step
+
     assert judges_out_of_step(assignments()) == []
     for name, module in modules().items():
         judges = importlib.import_module(f"autograde.judges.{module}").JUDGES
@@ -292,28 +418,37 @@ def test_every_judged_cell_names_its_judge_and_every_judge_has_its_cell():
         must = f"{gid}: its hidden block must be the one line \"{MARK.format(module=module, function=gid)}\""
         renamed = nbformat.from_dict(cells[at])
         renamed.source = cells[at].source.replace(f".{module}.{gid}", f".{module}.test_nothing")
-        assert out_of_step(name, cells[:at] + [renamed] + cells[at + 1:]) == [must]
+        assert out_of_step(name, cells[:at] + [renamed] + cells[at + 1 :]) == [must]
         code = nbformat.from_dict(cells[at])
         code.source = cells[at].source.replace("### END HIDDEN TESTS", "assert True\n### END HIDDEN TESTS")
-        assert out_of_step(name, cells[:at] + [code] + cells[at + 1:]) == [must]
-        assert out_of_step(name, cells[:at] + cells[at + 1:]) == [
-            f"{gid}: autograde.judges.{module} judges a test cell the notebook does not have"]
-        other = nbformat.from_dict(cells[at])            # a new test cell that names a judge the module lacks
+        assert out_of_step(name, cells[:at] + [code] + cells[at + 1 :]) == [must]
+        assert out_of_step(name, cells[:at] + cells[at + 1 :]) == [
+            f"{gid}: autograde.judges.{module} judges a test cell the notebook does not have"
+        ]
+        other = nbformat.from_dict(cells[at])  # a new test cell that names a judge the module lacks
         other.metadata["nbgrader"]["grade_id"] = "test_new"
-        other.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module=module, function="x") + \
-            "\n### END HIDDEN TESTS"
-        assert out_of_step(name, cells + [other]) == ["test_new: names a judge, but autograde.judges."
-                                                      f"{module} has none for it"]
+        other.source = (
+            "assert True\n### BEGIN HIDDEN TESTS\n"
+            + MARK.format(module=module, function="x")
+            + "\n### END HIDDEN TESTS"
+        )
+        assert out_of_step(name, cells + [other]) == [
+            f"test_new: names a judge, but autograde.judges.{module} has none for it"
+        ]
         other.source = "assert True\n### BEGIN HIDDEN TESTS\nassert 2 + 2 == 4\n### END HIDDEN TESTS"
-        assert out_of_step(name, cells + [other]) == ["test_new: its hidden tests have no judge (no hidden test runs "
-                                                      "in the student's kernel: write one in autograde/judges/)"]
-        other.source = "assert True"                    # a test cell with no hidden block needs no judge
+        assert out_of_step(name, cells + [other]) == [
+            "test_new: its hidden tests have no judge (no hidden test runs "
+            "in the student's kernel: write one in autograde/judges/)"
+        ]
+        other.source = "assert True"  # a test cell with no hidden block needs no judge
         assert out_of_step(name, cells + [other]) == []
     other = nbformat.read(str(source_notebook("05_acceptance_in_practice")), as_version=4)
     test = next(c for c in other.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code")
     test = nbformat.from_dict(test)
-    test.source = "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module="nb04", function="x") + "\n### END HIDDEN TESTS"
-    assert "00_no_judges" not in modules()                 # a notebook with no judge module names none
+    test.source = (
+        "assert True\n### BEGIN HIDDEN TESTS\n" + MARK.format(module="nb04", function="x") + "\n### END HIDDEN TESTS"
+    )
+    assert "00_no_judges" not in modules()  # a notebook with no judge module names none
     assert out_of_step("00_no_judges", [test])[0].endswith("but 00_no_judges has no judge module")
 
 
@@ -328,6 +463,7 @@ def test_no_released_test_cells_hidden_code_runs_in_the_kernel():
     from autograde.assignment import is_test_cell, nbgrader_meta, source_notebook
     from autograde.executor import kernel_source, visible_part
     from autograde.judges import judge_for, modules
+
     assert set(modules()) == set(assignments())
     checked = 0
     for name in assignments():
@@ -339,10 +475,13 @@ def test_no_released_test_cells_hidden_code_runs_in_the_kernel():
             judge = judge_for(name, nbgrader_meta(cell)["grade_id"])
             assert judge is not None, (name, nbgrader_meta(cell)["grade_id"])
             sent = kernel_source(cell.source, judge)
-            assert "HIDDEN TESTS" not in sent and "judged by the grader" not in sent and \
-                (sent == visible_part(cell.source)[0] or sent == cell.source.split("\n", 1)[0]), nbgrader_meta(cell)
+            assert (
+                "HIDDEN TESTS" not in sent
+                and "judged by the grader" not in sent
+                and (sent == visible_part(cell.source)[0] or sent == cell.source.split("\n", 1)[0])
+            ), nbgrader_meta(cell)
             checked += 1
-    assert checked >= 146, checked                   # the eleven notebooks: 146 test cells
+    assert checked >= 146, checked  # the eleven notebooks: 146 test cells
     with pytest.raises(ValueError, match="hidden block without a judge"):
         kernel_source("assert 1\n### BEGIN HIDDEN TESTS\nassert 2\n### END HIDDEN TESTS")
     assert kernel_source("assert 1") == "assert 1"
@@ -359,14 +498,16 @@ def test_no_test_cells_visible_part_ends_by_displaying_a_value():
     from autograde import assignments
     from autograde.assignment import is_test_cell, nbgrader_meta, source_notebook
     from autograde.executor import visible_part
+
     shown = []
     for name in assignments():
         for cell in nbformat.read(str(source_notebook(name)), as_version=4).cells:
             if is_test_cell(cell):
                 body = ast.parse(visible_part(cell.source)[0]).body
                 last = body[-1] if body else None
-                if isinstance(last, ast.Expr) and not (isinstance(last.value, ast.Constant)
-                                                       and isinstance(last.value.value, str)):
+                if isinstance(last, ast.Expr) and not (
+                    isinstance(last.value, ast.Constant) and isinstance(last.value.value, str)
+                ):
                     shown.append((name, nbgrader_meta(cell)["grade_id"]))
     assert shown == []
 
@@ -376,11 +517,20 @@ def test_a_judged_cells_rules_are_its_judges_in_order():
     module's helpers and constants it names, in source order."""
     from autograde.assignment import load_assignment
     from autograde.judges import rules_of
-    test = next(t for t in load_assignment("11_real_engines").tests if t.grade_id == "test_acceptance_from_counters_edges")
+
+    test = next(
+        t for t in load_assignment("11_real_engines").tests if t.grade_id == "test_acceptance_from_counters_edges"
+    )
     assert test.judge == ("nb11", "test_acceptance_from_counters_edges")
-    assert test.rules == rules_of("nb11", "test_acceptance_from_counters_edges") == [
-        "rounds that drafted fewer than k (draft tokens < D k) count as rejections; the rate divides by the draft tokens"]
-    assert "new_tokens is a 1-D LongTensor" in rules_of("nb04", "test_verify_distribution")   # from a helper it names
+    assert (
+        test.rules
+        == rules_of("nb11", "test_acceptance_from_counters_edges")
+        == [
+            "rounds that drafted fewer than k (draft tokens < D k) count as rejections; the rate divides by the "
+            "draft tokens"
+        ]
+    )
+    assert "new_tokens is a 1-D LongTensor" in rules_of("nb04", "test_verify_distribution")  # from a helper it names
     with pytest.raises(ValueError, match="function"):
         rules_of("nb11", "test_nothing")
 

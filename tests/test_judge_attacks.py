@@ -5,10 +5,11 @@ with its audit record dropped), the guard's tables emptied, a torch function mod
 methods replaced on the class, a profile hook armed from timeit-compiled code, numpy changed through vars(np).
 Each scores nothing on the cells it attacks; the solution and correct answers written differently keep full
 marks (tests/adversarial/judge_attacks.py)."""
-import pytest
 
+import pytest
 from adversarial import judge_attacks
 from adversarial.classrun import class_run
+
 from autograde import sandbox
 
 pytestmark = [pytest.mark.notebooks, pytest.mark.timeout(1200)]
@@ -23,8 +24,17 @@ def runs(tmp_path_factory):
     for assignment in ASSIGNMENTS:
         root = tmp_path_factory.mktemp(assignment[:2])
         expect = judge_attacks.build(root / "subs", assignment)
-        done, rows = class_run(assignment, root / "subs", root / "work", "--jobs", "2", "--cell-timeout", "120",
-                               "--keep-flagged", "--skip-preflight")
+        done, rows = class_run(
+            assignment,
+            root / "subs",
+            root / "work",
+            "--jobs",
+            "2",
+            "--cell-timeout",
+            "120",
+            "--keep-flagged",
+            "--skip-preflight",
+        )
         out[assignment] = expect, done, rows
     return out
 
@@ -43,7 +53,7 @@ def test_an_attack_scores_nothing_on_what_it_attacks_and_honest_code_keeps_full_
     expect, _, rows = runs[assignment]
     exp, total = expect[student], rows[student]["total"]
     detail = {part: (row["score"], row["status"], row["detail"][:300]) for part, row in rows[student].items()}
-    if exp.status == "ok":                      # honest: full marks, nothing flagged
+    if exp.status == "ok":  # honest: full marks, nothing flagged
         assert (float(total["score"]), total["status"]) == (exp.score, "ok"), (student, detail)
     else:
         assert float(total["score"]) <= exp.score, (student, exp.what, detail)

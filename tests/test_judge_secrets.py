@@ -6,6 +6,7 @@ key, nor the judge's seed, nor any text of a hidden test (their rules, their mar
 sees what it searches: a variable the instructor exported (SPECDEC_*) is found in the environment, and the visible
 part of a test cell is found in the guard's closure. Each pass keeps what it scanned alive, so that a freed copy's
 id, reused by the next copy (of the environment, of a class's dict), is not taken as already seen."""
+
 import importlib
 import json
 import secrets
@@ -21,9 +22,9 @@ from autograde.notebook_io import released_notebook
 
 pytestmark = pytest.mark.notebooks
 
-KEY = bytes.fromhex("5e" * 4 + "c7" * 28)           # the grader's key and the judge's seed, fixed for this test
+KEY = bytes.fromhex("5e" * 4 + "c7" * 28)  # the grader's key and the judge's seed, fixed for this test
 SEED = 0x5EED_1234_ABCD_9876
-BUDGET = 400_000                                    # objects one pass of the search may scan
+BUDGET = 400_000  # objects one pass of the search may scan
 CONTROL = "control-7f3a9c-from-the-instructor"
 
 SEARCH = r'''
@@ -132,26 +133,44 @@ def _targets(name):
     import inspect
 
     from autograde.judges import marked, modules, rules_of
+
     nb = nbformat.read(str(source_notebook(name)), as_version=4)
     judged = [marked(c.source) for c in nb.cells if "### BEGIN HIDDEN TESTS" in c.source]
     assert judged and all(judged), f"{name}: every test cell names its judge"
-    released = "\n".join(c.source for c in nbformat.read(str(source_notebook(name)).replace("solutions", "notebooks"),
-                                                          as_version=4).cells)
+    released = "\n".join(
+        c.source
+        for c in nbformat.read(str(source_notebook(name)).replace("solutions", "notebooks"), as_version=4).cells
+    )
     rules = sorted({r for module, function in judged for r in rules_of(module, function)} - {""})
     rules = [r for r in rules if r not in released][:40]
-    judge = inspect.getsource(importlib.import_module(f"autograde.judges.{modules()[name]}"))   # the hidden tests
-    lines = sorted({line.strip() for line in judge.splitlines()
-                    if len(line.strip()) > 40 and line.strip() not in released and not line.strip().startswith("#")
-                    and '"""' not in line})[:60]
-    visible = next(c.source.split("### BEGIN HIDDEN TESTS")[0].splitlines()[1] for c in nb.cells
-                   if "### BEGIN HIDDEN TESTS" in c.source)
-    return {"key": [KEY.hex(), KEY.decode("latin-1")], "seed": [str(SEED), f"{SEED:x}"],
-            "hidden tests": [f"rule: {r}" for r in rules] + lines,
-            "control: environment": [CONTROL], "control: guard closure": [visible.strip()]}
+    judge = inspect.getsource(importlib.import_module(f"autograde.judges.{modules()[name]}"))  # the hidden tests
+    lines = sorted(
+        {
+            line.strip()
+            for line in judge.splitlines()
+            if len(line.strip()) > 40
+            and line.strip() not in released
+            and not line.strip().startswith("#")
+            and '"""' not in line
+        }
+    )[:60]
+    visible = next(
+        c.source.split("### BEGIN HIDDEN TESTS")[0].splitlines()[1]
+        for c in nb.cells
+        if "### BEGIN HIDDEN TESTS" in c.source
+    )
+    return {
+        "key": [KEY.hex(), KEY.decode("latin-1")],
+        "seed": [str(SEED), f"{SEED:x}"],
+        "hidden tests": [f"rule: {r}" for r in rules] + lines,
+        "control: environment": [CONTROL],
+        "control: guard closure": [visible.strip()],
+    }
 
 
-@pytest.mark.parametrize("name, function", [("04_speculative_decoder", "verify"),
-                                            ("11_real_engines", "acceptance_from_counters")])
+@pytest.mark.parametrize(
+    "name, function", [("04_speculative_decoder", "verify"), ("11_real_engines", "acceptance_from_counters")]
+)
 def test_nothing_secret_is_reachable_from_the_students_process(tmp_path, monkeypatch, name, function):
     ok, why = sandbox.bwrap_status()
     assert ok, f"the search runs in the sandbox: {why}"
@@ -164,8 +183,11 @@ def test_nothing_secret_is_reachable_from_the_students_process(tmp_path, monkeyp
     cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == function)
     # the solution, searching once from inside the function while a judge's probe calls it
     hidden_form = {what: [n.encode("utf-8")[::-1].hex() for n in needles] for what, needles in targets.items()}
-    cell.source = SEARCH % {"targets": repr(hidden_form), "budget": BUDGET} + "\n" + cell.source.replace(
-        f"def {function}(", f"def _right_{function}(", 1) + f'''
+    cell.source = (
+        SEARCH % {"targets": repr(hidden_form), "budget": BUDGET}
+        + "\n"
+        + cell.source.replace(f"def {function}(", f"def _right_{function}(", 1)
+        + f'''
 
 
 _searched_in_probe = []
@@ -182,9 +204,14 @@ def {function}(*args, **kwargs):
         _search("inside a probe")
     return _right_{function}(*args, **kwargs)
 '''
-    nb.cells.append(nbformat.v4.new_code_cell('_search("after the tests")\nprint("SEARCH " + _json.dumps('
-                                              '{"found": _FOUND, "passes": _PASSES, '
-                                              '"in_probe": bool(_searched_in_probe)}))'))
+    )
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            '_search("after the tests")\nprint("SEARCH " + _json.dumps('
+            '{"found": _FOUND, "passes": _PASSES, '
+            '"in_probe": bool(_searched_in_probe)}))'
+        )
+    )
     a = load_assignment(name)
     course = Course(tmp_path / "work", sandboxed=True)
     course.prepare(name)
@@ -199,7 +226,7 @@ def {function}(*args, **kwargs):
     found = report["found"]
     passes = report["passes"]
     assert report["in_probe"] and set(passes) == {"inside a probe", "after the tests"}, report
-    for label, seen in passes.items():          # each pass ran to its end and saw what it must see
+    for label, seen in passes.items():  # each pass ran to its end and saw what it must see
         assert seen["error"] is None and 2_000 < seen["scanned"] < BUDGET, (label, seen)
         assert {"control: environment", "control: guard closure"} <= set(seen["found"]), (label, seen, found)
     assert not {"key", "seed", "hidden tests"} & set(found), {k: found[k][:5] for k in found}

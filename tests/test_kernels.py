@@ -1,4 +1,5 @@
 """specdec.measure.kernels: the kernel paths of this torch build, converting a model to one, measuring and choosing."""
+
 import os
 import platform
 import subprocess
@@ -46,10 +47,12 @@ def test_convert_runs_the_path_and_leaves_the_model_alone(tiny, path):
     assert got.shape == ref.shape
     if path == "fp32":
         assert torch.equal(got, ref)
-    else:                                     # a different target: close, not equal
+    else:  # a different target: close, not equal
         assert (got - ref).abs().max() < 0.1 * ref.abs().max()
     if path.startswith("int8-"):
-        quantised = [m for m in model.model.layers.modules() if type(m).__name__ == "Linear" and hasattr(m, "_packed_params")]
+        quantised = [
+            m for m in model.model.layers.modules() if type(m).__name__ == "Linear" and hasattr(m, "_packed_params")
+        ]
         assert quantised, "no decoder Linear was quantised"
         assert not hasattr(model.lm_head, "_packed_params"), "the LM head stays fp32 (the drafters share it)"
         assert kernels.weight_megabytes(model) < kernels.weight_megabytes(tiny)
@@ -72,8 +75,9 @@ def test_convert_refuses_an_unknown_path(tiny):
 
 def test_measure_paths_rows_and_the_step_budget(tiny):
     draft = tiny_llama(vocab_size=128, hidden_size=32, num_hidden_layers=1, seed=4)
-    rows, draft_steps = kernels.measure_paths(tiny, draft, [512, 1024], ks=(1, 2), paths=["fp32", "bf16"],
-                                              context=8, repeats=1, warmup=0)
+    rows, draft_steps = kernels.measure_paths(
+        tiny, draft, [512, 1024], ks=(1, 2), paths=["fp32", "bf16"], context=8, repeats=1, warmup=0
+    )
     assert [(r["path"], r["width"]) for r in rows] == [("fp32", 512), ("fp32", 1024), ("bf16", 512), ("bf16", 1024)]
     fastest = min(draft_steps, key=draft_steps.get)
     for r in rows:
@@ -81,15 +85,25 @@ def test_measure_paths_rows_and_the_step_budget(tiny):
         assert r["c"] == pytest.approx(draft_steps[fastest] / r["step"])
     assert rows[1]["mb"] > rows[0]["mb"]
     # a step budget below every step: each path keeps only its narrowest width
-    rows, _ = kernels.measure_paths(tiny, draft, [1024, 512], ks=(1,), paths=["fp32", "bf16"], context=8,
-                                    repeats=1, warmup=0, max_step=1e-9)
+    rows, _ = kernels.measure_paths(
+        tiny, draft, [1024, 512], ks=(1,), paths=["fp32", "bf16"], context=8, repeats=1, warmup=0, max_step=1e-9
+    )
     assert [(r["path"], r["width"]) for r in rows] == [("fp32", 512), ("bf16", 512)]
     with pytest.raises(ValueError, match="widths"):
         kernels.measure_paths(tiny, draft, [], paths=["fp32"])
     # through the lean forward (the one 09's race runs): every timed model wrapped, the bytes still the model's
     wrapped = []
-    rows, _ = kernels.measure_paths(tiny, draft, [512], ks=(1,), paths=["fp32"], context=8, repeats=1, warmup=0,
-                                    forward=lambda m: wrapped.append(type(m).__name__) or LeanLlama(m))
+    rows, _ = kernels.measure_paths(
+        tiny,
+        draft,
+        [512],
+        ks=(1,),
+        paths=["fp32"],
+        context=8,
+        repeats=1,
+        warmup=0,
+        forward=lambda m: wrapped.append(type(m).__name__) or LeanLlama(m),
+    )
     assert wrapped == ["LlamaForCausalLM", "LlamaForCausalLM"] and rows[0]["step"] > 0
     assert rows[0]["mb"] == pytest.approx(kernels.weight_megabytes(kernels.convert(padded_target(tiny, 512), "fp32")))
 
@@ -98,8 +112,26 @@ def test_the_table_shows_each_rows_best_k_and_the_choice():
     """The choice itself is notebook 09's graded choose_path (restated in 10); the table prints what it chose from:
     each domain's best k, its predicted speedup and the tokens per second it decodes at (plain where none pays)."""
     terms = {"c_round": 0.02, "o": 0.05}
-    cheap = {"path": "a", "width": 1, "mb": 1.0, "step": 0.01, "v": {2: 1.1, 4: 1.2}, "c": 0.05, "draft_path": "a", **terms}
-    dear = {"path": "b", "width": 1, "mb": 1.0, "step": 0.02, "v": {2: 2.0, 4: 3.0}, "c": 0.05, "draft_path": "a", **terms}
+    cheap = {
+        "path": "a",
+        "width": 1,
+        "mb": 1.0,
+        "step": 0.01,
+        "v": {2: 1.1, 4: 1.2},
+        "c": 0.05,
+        "draft_path": "a",
+        **terms,
+    }
+    dear = {
+        "path": "b",
+        "width": 1,
+        "mb": 1.0,
+        "step": 0.02,
+        "v": {2: 2.0, 4: 3.0},
+        "c": 0.05,
+        "draft_path": "a",
+        **terms,
+    }
     k, s = kernels.row_best_k(0.9, cheap, rule)
     assert k == 4 and s == pytest.approx(max(rule(0.9, kk, cheap) for kk in (2, 4)))
     table = kernels.format_table([dear, cheap], {"code": 0.6}, rule, cheap, note=lambda r: "dear" if r is dear else "")
@@ -107,7 +139,7 @@ def test_the_table_shows_each_rows_best_k_and_the_choice():
     assert lines[2].endswith("<- chosen") and lines[1].endswith("dear") and "v(4)" in lines[0] and "tok/s" in lines[0]
     k, s = kernels.row_best_k(0.6, cheap, rule)
     assert s > 1 and f"{k:4d}, {s:4.2f}x, {s / 0.01:5.0f} " in lines[2]
-    k, s = kernels.row_best_k(0.6, dear, rule)              # no k pays: plain decoding, 1 / step, marked
+    k, s = kernels.row_best_k(0.6, dear, rule)  # no k pays: plain decoding, 1 / step, marked
     assert s <= 1 and f"{s:4.2f}x, {1 / 0.02:5.0f}*" in lines[1] and lines[-1].startswith("* no k pays")
 
 
@@ -129,7 +161,9 @@ def test_square_twins_read_the_same_bytes_as_the_padded_mlp(tiny):
         assert set(out) == {"padded", "square", "mb"} and out["padded"] > 0 and out["square"] > 0
         mlp_mb = sum(p.numel() * p.element_size() for L in tiny.model.layers for p in L.mlp.parameters()) / 1e6
         per_weight = 2 if path == "bf16" else 4
-        assert out["mb"]["padded"] == pytest.approx(mlp_mb * 1024 / tiny.config.intermediate_size * per_weight / 4, rel=1e-6)
+        assert out["mb"]["padded"] == pytest.approx(
+            mlp_mb * 1024 / tiny.config.intermediate_size * per_weight / 4, rel=1e-6
+        )
         assert out["mb"]["square"] == pytest.approx(out["mb"]["padded"], rel=0.01)
     with pytest.raises(ValueError, match="path must be one of"):
         kernels.square_twin_products(lean, "int4")

@@ -1,6 +1,7 @@
 """What each learner notebook asks, recounted (autograde/learner_load.py): no notebook over 60 visible code lines
 per point, the measuring sections of 09 and 10 carry points, and the minutes the README and the notebooks state
 are the estimate's."""
+
 import re
 
 import nbformat
@@ -26,7 +27,8 @@ def test_at_most_60_visible_code_lines_per_point(name):
     assert load["lines_per_point"] <= MAX_LINES_PER_POINT, (
         f"{name}: {load['visible_lines']} visible code lines for {load['points']:g} points = "
         f"{load['lines_per_point']:.1f} a point (at most {MAX_LINES_PER_POINT}): move measuring machinery into "
-        "specdec/, fold given cells, or turn a decision into a graded part")
+        "specdec/, fold given cells, or turn a decision into a graded part"
+    )
 
 
 def _section_points(name, number):
@@ -72,8 +74,11 @@ def test_the_counters_on_a_small_notebook(tmp_path):
 def test_the_readme_minutes_are_the_estimate():
     rows = readme_rows()
     assert set(rows) == set(NAMES), f"README's table lists {sorted(rows)}"
-    wrong = {name: (said, minutes(table([name])[name], run_s)) for name, (said, run_s) in rows.items()
-             if said != minutes(table([name])[name], run_s)}
+    wrong = {
+        name: (said, minutes(table([name])[name], run_s))
+        for name, (said, run_s) in rows.items()
+        if said != minutes(table([name])[name], run_s)
+    }
     assert not wrong, f"README minutes (said, estimated): {wrong}; python -m autograde load prints the estimate"
 
 
@@ -82,7 +87,9 @@ def test_the_notebook_states_the_readme_minutes(name):
     nb = nbformat.read(str(NOTEBOOKS / name / f"{name}.ipynb"), as_version=4)
     said = re.search(r"\*\*Time:\*\* about (\d+) minutes", nb.cells[0].source)
     assert said, f"{name}: the first cell does not say '**Time:** about N minutes'"
-    assert int(said.group(1)) == readme_rows()[name][0], f"{name} says {said.group(1)} minutes, the README {readme_rows()[name][0]}"
+    assert int(said.group(1)) == readme_rows()[name][0], (
+        f"{name} says {said.group(1)} minutes, the README {readme_rows()[name][0]}"
+    )
 
 
 def test_minutes_rounds_to_five_and_refuses_a_negative_time():

@@ -9,11 +9,9 @@ import sys
 import pytest
 import torch
 
-from specdec.training import cards
 from specdec.core.decoding import count_params
-from specdec.core.models import (DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout,
-                            load_pair)
-from specdec.training import train, train_pair
+from specdec.core.models import DOMAINS, ModelFilesError, default_path, heldout_texts, load_heldout, load_pair
+from specdec.training import cards, train, train_pair
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = default_path().parent.parent
@@ -23,8 +21,6 @@ REPO = default_path().parent.parent
 # across machines but fail if a retrain or a loader change makes the draft much worse
 # (a draft trained without distillation measures code 0.490, prose 0.478, json 0.829).
 ALPHA_FLOOR = {"code": 0.57, "prose": 0.6, "json": 0.85}
-
-
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +58,9 @@ def test_smoke_training_writes_a_loadable_pair(smoke):
     assert type(draft).from_pretrained(out / "draft").dtype == torch.float32  # fp16 on disk
     assert count_params(target) == report["target"]["params"] > count_params(draft) == report["draft"]["params"]
     ids = tokenizer("def f(x):", return_tensors="pt").input_ids  # (1, T)
-    out_ids = target.generate(ids, assistant_model=draft, do_sample=False,
-                              max_new_tokens=4, min_new_tokens=4)  # (1, T+4)
+    out_ids = target.generate(
+        ids, assistant_model=draft, do_sample=False, max_new_tokens=4, min_new_tokens=4
+    )  # (1, T+4)
     assert out_ids.shape == (1, ids.shape[1] + 4)
     assert set(load_heldout(out)) == set(DOMAINS)
     assert "python -m specdec.training.train --smoke" in (out / "README.md").read_text()
@@ -73,26 +70,41 @@ def test_smoke_training_writes_a_loadable_pair(smoke):
 def test_training_reproduces_from_the_seed(smoke, tmp_path):
     out, _ = smoke
     smoke_train(tmp_path / "again")
-    for name in ("target/model.safetensors", "draft/model.safetensors", "target/tokenizer.json",
-                 "draft/tokenizer.json", "heldout.json"):
+    for name in (
+        "target/model.safetensors",
+        "draft/model.safetensors",
+        "target/tokenizer.json",
+        "draft/tokenizer.json",
+        "heldout.json",
+    ):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
 
 
 def test_shipped_pair_loads_offline(tmp_path):
-    code = ("from specdec.core.models import load_pair\n"
-            "t, d, tok = load_pair()\n"
-            "ids = tok('import os', return_tensors='pt').input_ids\n"
-            "print(t.generate(ids, max_new_tokens=3, do_sample=False).shape[1] - ids.shape[1])\n")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"),
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "from specdec.core.models import load_pair\n"
+        "t, d, tok = load_pair()\n"
+        "ids = tok('import os', return_tensors='pt').input_ids\n"
+        "print(t.generate(ids, max_new_tokens=3, do_sample=False).shape[1] - ids.shape[1])\n"
+    )
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "3"
 
 
 def test_shipped_pair_is_small():
-    size = lambda folder: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    def size(folder):
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
     assert size(default_path()) < 20e6
     assert size(REPO / "data") < 25e6
 
@@ -149,8 +161,9 @@ def test_assisted_greedy_equals_target_greedy(assisted_pair, domain):
     target, draft, tokenizer = assisted_pair
     ids = prompt_ids(tokenizer, domain)
     plain = target.generate(ids, do_sample=False, max_new_tokens=32, min_new_tokens=32)  # (1, T+32)
-    assisted = target.generate(ids, assistant_model=draft, do_sample=False,
-                               max_new_tokens=32, min_new_tokens=32)  # (1, T+32)
+    assisted = target.generate(
+        ids, assistant_model=draft, do_sample=False, max_new_tokens=32, min_new_tokens=32
+    )  # (1, T+32)
     assert torch.equal(plain, assisted)
 
 
@@ -172,34 +185,44 @@ def test_heldout_domains():
 
 
 def test_copy_rows_repeat_the_window_except_at_the_edits():
-    stream = torch.arange(1000) % 97 + 3                     # no token repeats within 97 positions
+    stream = torch.arange(1000) % 97 + 3  # no token repeats within 97 positions
     sep = torch.tensor([1, 2])
     gen = torch.Generator().manual_seed(0)
     for _ in range(20):
         row, copied = train_pair.copy_row(stream, 33, sep, gen)
-        half = (33 - 2) // 2                                 # 15, then sep, then 16 tokens
+        half = (33 - 2) // 2  # 15, then sep, then 16 tokens
         assert row.shape == copied.shape == (33,)
-        assert row[half:half + 2].tolist() == [1, 2]
-        second = row[half + 2:]
-        assert (row[half + 2:2 * half + 2][copied[half + 2:2 * half + 2]] == row[:half][copied[half + 2:2 * half + 2]]).all()
-        edits = (~copied[half + 2:2 * half + 2]).sum().item()
-        assert 1 <= edits <= 3 and not copied[:half + 2].any() and not copied[-1]
-        assert second[-1] == row[half - 1] + 1 or second[-1] == 3   # the second copy runs one token further
+        assert row[half : half + 2].tolist() == [1, 2]
+        second = row[half + 2 :]
+        assert (
+            row[half + 2 : 2 * half + 2][copied[half + 2 : 2 * half + 2]] == row[:half][copied[half + 2 : 2 * half + 2]]
+        ).all()
+        edits = (~copied[half + 2 : 2 * half + 2]).sum().item()
+        assert 1 <= edits <= 3 and not copied[: half + 2].any() and not copied[-1]
+        assert second[-1] == row[half - 1] + 1 or second[-1] == 3  # the second copy runs one token further
 
 
 def test_model_folders_are_complete_checkpoints_for_stock_transformers(tmp_path):
     """AutoTokenizer and pipeline() load each model folder alone, offline, with no specdec code."""
-    code = ("import sys\n"
-            "from transformers import AutoTokenizer, pipeline\n"
-            "for folder in sys.argv[1:]:\n"
-            "    tok = AutoTokenizer.from_pretrained(folder)\n"
-            "    gen = pipeline('text-generation', model=folder)\n"
-            "    out = gen('import os', max_new_tokens=3, do_sample=False)[0]['generated_text']\n"
-            "    print(len(tok), out.startswith('import os'), len(tok(out).input_ids) >= 3)\n")
+    code = (
+        "import sys\n"
+        "from transformers import AutoTokenizer, pipeline\n"
+        "for folder in sys.argv[1:]:\n"
+        "    tok = AutoTokenizer.from_pretrained(folder)\n"
+        "    gen = pipeline('text-generation', model=folder)\n"
+        "    out = gen('import os', max_new_tokens=3, do_sample=False)[0]['generated_text']\n"
+        "    print(len(tok), out.startswith('import os'), len(tok(out).input_ids) >= 3)\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([sys.executable, "-c", code, str(default_path() / "target"), str(default_path() / "draft")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(default_path() / "target"), str(default_path() / "draft")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["4096 True True"] * 2, done.stdout
 
@@ -212,7 +235,7 @@ def test_model_card_names_no_machine_specific_path():
     card = (default_path() / "README.md").read_text(encoding="utf-8")
     assert not absolute.search(card), absolute.search(card)
     report = json.loads((default_path() / "training.json").read_text(encoding="utf-8"))
-    report["versions"]["stdlib"] = "/opt/somewhere/lib/python3.11"   # as a fresh run on another machine
+    report["versions"]["stdlib"] = "/opt/somewhere/lib/python3.11"  # as a fresh run on another machine
     regenerated = cards.model_card(report)
     assert "/opt/somewhere" not in regenerated and "lib/python3.11" in regenerated
     assert not absolute.search(regenerated), absolute.search(regenerated)

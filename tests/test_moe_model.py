@@ -2,6 +2,7 @@
 the expected-experts formula against simulated routing, the dense case equal to notebook 07's step model, a
 verify pass that is not free for a mixture of experts at batch 1 and cheap again once every expert is read anyway,
 and a quantised target that turns compute-bound at a smaller batch."""
+
 import numpy as np
 import pytest
 
@@ -24,7 +25,7 @@ def _systematic(p, rng, trials):
     edges = np.concatenate([[0.0], np.cumsum(p)])
     r = int(round(edges[-1]))
     u = rng.random(trials)[:, None] + np.arange(r)[None, :]
-    return np.searchsorted(edges, u, side="right") - 1           # (trials, r)
+    return np.searchsorted(edges, u, side="right") - 1  # (trials, r)
 
 
 @pytest.mark.parametrize("E, r, s", [(8, 2, 0.0), (128, 8, 0.0), (64, 6, 1.0), (16, 4, 0.6)])
@@ -55,15 +56,15 @@ def test_a_skewed_router_reads_fewer_experts_and_the_limits_hold():
 def test_a_dense_target_is_notebook_07s_step(B, L, t):
     dense = nb12.dense_as_moe(load_model_configs()["Llama-3.1-8B"])
     got, want = nb12.moe_step(dense, H100, B, L, t), ref_step(_spec("Llama-3.1-8B"), H100, B, L, t)
-    assert abs(got / want - 1) < 1e-3          # 07 also streams the norms' weights (under 0.01 % of them)
+    assert abs(got / want - 1) < 1e-3  # 07 also streams the norms' weights (under 0.01 % of them)
 
 
 @pytest.mark.parametrize("name", sorted(MOE))
 def test_moe_verify_is_not_free_at_batch_1_and_cheap_again_once_every_expert_is_read(name):
     spec, gpu = nb12.moe_spec(MOE[name]), _gpu(name)
     v = {B: nb12.verify_ratio(spec, gpu, B, 1024, 4) for B in (1, 64, 128)}
-    assert v[1] > 2.0, v                       # 5 tokens read up to 5 x r experts where 1 token reads r
-    assert min(v[64], v[128]) < 1.2, v         # every expert is read by the plain step too
+    assert v[1] > 2.0, v  # 5 tokens read up to 5 x r experts where 1 token reads r
+    assert min(v[64], v[128]) < 1.2, v  # every expert is read by the plain step too
     dense = nb12.dense_as_moe(load_model_configs()["Llama-3.1-8B"])
     assert abs(nb12.verify_ratio(dense, H100, 1, 1024, 4) - 1) < 0.01
 
@@ -71,7 +72,7 @@ def test_moe_verify_is_not_free_at_batch_1_and_cheap_again_once_every_expert_is_
 @pytest.mark.parametrize("name", ["Mixtral-8x7B", "Qwen3-30B-A3B", "gpt-oss-120b"])
 def test_moe_speculation_pays_most_at_a_moderate_batch(name):
     spec, gpu = nb12.moe_spec(MOE[name]), _gpu(name)
-    batches = [2 ** i for i in range(11)]
+    batches = [2**i for i in range(11)]
     best, last = nb12.best_and_last_batch(spec, gpu, 1024, 0.8, 4, 0.05, batches)
     s = {B: nb12.speedup(spec, gpu, B, 1024, 0.8, 4, 0.05) for B in (1, best)}
     assert 4 <= best <= 256 and s[best] > 1.5 * s[1], (best, s)
@@ -80,10 +81,11 @@ def test_moe_speculation_pays_most_at_a_moderate_batch(name):
 
 def test_a_quantised_target_turns_compute_bound_at_a_smaller_batch():
     cfg = load_model_configs()["Llama-3.1-8B"]
-    bf16, int4 = nb12.dense_as_moe(cfg, 16.0), nb12.dense_as_moe(cfg, 4.5)      # int4 with a 16-bit scale per 64
+    bf16, int4 = nb12.dense_as_moe(cfg, 16.0), nb12.dense_as_moe(cfg, 4.5)  # int4 with a 16-bit scale per 64
 
     def first_costly(spec):
         return next(B for B in range(1, 4096) if nb12.verify_ratio(spec, H100, B, 256, 4) > 1.2)
+
     assert first_costly(int4) < first_costly(bf16) / 2
     # the KV cache keeps its own dtype: the weights' bits leave attention alone, the cache's bits move only it
     a, b = nb12.moe_terms(bf16, H100, 16, 2048, 5), nb12.moe_terms(int4, H100, 16, 2048, 5)
@@ -100,7 +102,11 @@ def test_stops_paying_is_where_the_speedup_falls_through_1(name):
         if stop is None:
             assert nb12.speedup(spec, gpu, 1 << 16, 256, alpha, k, c) >= 1
         elif stop > 1:
-            assert nb12.speedup(spec, gpu, stop, 256, alpha, k, c) < 1 <= nb12.speedup(spec, gpu, stop - 1, 256, alpha, k, c)
+            assert (
+                nb12.speedup(spec, gpu, stop, 256, alpha, k, c)
+                < 1
+                <= nb12.speedup(spec, gpu, stop - 1, 256, alpha, k, c)
+            )
 
 
 @pytest.mark.parametrize("name", sorted(MOE))
@@ -108,6 +114,7 @@ def test_a_plain_step_at_batch_1_reads_what_one_token_uses(name):
     """Every weight a token uses (its r experts, the shared experts, the dense layers, the routers, attention and
     the LM head: the active count less the input table, which a forward only looks rows up in) is read once."""
     from specdec.tables import moe_parameter_counts
+
     spec, gpu = nb12.moe_spec(MOE[name], expert_bits=16), _gpu(name)
     terms = nb12.moe_terms(spec, gpu, 1, 0, 1)
     read = (terms["dense"] + terms["experts"]) * gpu.bandwidth_bytes_per_s * getattr(gpu, "n_gpus", 1)
@@ -119,6 +126,7 @@ def test_a_plain_step_at_batch_1_reads_what_one_token_uses(name):
 @pytest.fixture(scope="module")
 def ns12():
     from nbhelpers import solution_cell, solution_namespace
+
     ns = solution_namespace("12_moe_and_quantised")
     for head in ("def skewed_inclusion(", 'with open(DATA_DIR / "published_timings.csv"'):
         exec(compile(solution_cell("12_moe_and_quantised", head), f"12:{head[:24]}", "exec"), ns)
@@ -131,7 +139,9 @@ def test_12s_skewed_router_is_the_reference_one_and_meets_the_published_shares(n
     reading holds: at batch 1 a verify pass reads fewer experts than under uniform routing, at batch 32 it adds
     more to the plain step's."""
     import json
+
     from specdec import DATA_DIR
+
     loads = json.loads((DATA_DIR / "moe_router_loads.json").read_text())["loads"]
     assert len(loads) >= 2 and all(0 < row["share"] < row["top_experts"] / row["experts_per_token"] for row in loads)
     uniform = [ns12["skewed_experts"](60, 4, m, 0.0) for m in (1, 5, 32, 160)]
@@ -140,8 +150,10 @@ def test_12s_skewed_router_is_the_reference_one_and_meets_the_published_shares(n
         E, r = row["experts"], row["experts_per_token"]
         s = ns12["skew_for"](E, r, row["top_experts"], row["share"])
         p = ns12["skewed_inclusion"](E, r, s)
-        assert p[:row["top_experts"]].sum() / r == pytest.approx(row["share"], abs=1e-9), row["id"]
-        assert p == pytest.approx(nb12.zipf_inclusion(E, r, s), rel=1e-9) and p.sum() == pytest.approx(r) and p.max() <= 1
+        assert p[: row["top_experts"]].sum() / r == pytest.approx(row["share"], abs=1e-9), row["id"]
+        assert (
+            p == pytest.approx(nb12.zipf_inclusion(E, r, s), rel=1e-9) and p.sum() == pytest.approx(r) and p.max() <= 1
+        )
         d = [ns12["skewed_experts"](E, r, m, s) for m in (1, 5, 32, 160)]
         assert d[0] == pytest.approx(r) and d[1] < uniform[1] and d[3] / d[2] > uniform[3] / uniform[2], (row["id"], d)
 
@@ -152,8 +164,11 @@ def test_12s_fitted_h100_is_07s_and_its_conclusion_holds(ns12):
     pay most at a moderate batch; the 4.5-bit 8B stops paying before its bf16 twin at the peaks (alpha 0.8 and
     0.6) and on the fitted H100 at alpha 0.6, and at the same batch as it at alpha 0.8."""
     from nbhelpers import fitted_h100_of_07, solution_namespace
+
     fitted07, fitted12 = fitted_h100_of_07(solution_namespace("07_batch_crossover"))[0], ns12["h100_vllm"]
-    assert fitted12.mbu == pytest.approx(fitted07.mbu, rel=1e-9) and fitted12.mfu == pytest.approx(fitted07.mfu, rel=1e-3)
+    assert fitted12.mbu == pytest.approx(fitted07.mbu, rel=1e-9) and fitted12.mfu == pytest.approx(
+        fitted07.mfu, rel=1e-3
+    )
     assert fitted12.fixed_s == pytest.approx(fitted07.fixed_s, rel=1e-3) and fitted12.fixed_s > 2e-3
     h100, speedup, stops = ns12["h100"], ns12["moe_speedup"], ns12["pays_most_and_stops"]
     grid = sorted({round(2 ** (i / 4)) for i in range(53)})
@@ -161,8 +176,12 @@ def test_12s_fitted_h100_is_07s_and_its_conclusion_holds(ns12):
         assert speedup(spec, fitted12, 1, 256, 0.8, 4, 0.05) > speedup(spec, h100, 1, 256, 0.8, 4, 0.05)
         assert 8 <= stops(spec, fitted12, 256, 0.8, 4, 0.05, grid)[0] <= 256
     bf16, int4 = ns12["llama_8b"], ns12["dense_twin"]("Llama-3.1-8B", bits=4.5)
-    last = {(gpu.name, a, spec["name"]): stops(spec, gpu, 256, a, 4, 0.05, grid)[1]
-            for gpu in (h100, fitted12) for a in (0.8, 0.6) for spec in (bf16, int4)}
+    last = {
+        (gpu.name, a, spec["name"]): stops(spec, gpu, 256, a, 4, 0.05, grid)[1]
+        for gpu in (h100, fitted12)
+        for a in (0.8, 0.6)
+        for spec in (bf16, int4)
+    }
     for gpu, a in ((h100, 0.8), (h100, 0.6), (fitted12, 0.6)):
         assert last[gpu.name, a, int4["name"]] < last[gpu.name, a, bf16["name"]], (gpu.name, a, last)
     assert last[fitted12.name, 0.8, int4["name"]] == last[fitted12.name, 0.8, bf16["name"]], last

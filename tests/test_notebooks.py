@@ -1,15 +1,28 @@
 """Every notebook: the solution runs and passes its own tests, the learner version earns nothing,
 and notebooks/ is exactly what nbgrader releases from solutions/; notebook 11 leaves no engine running."""
+
 import os
 import time
 
 import nbformat
 import pytest
+from nbhelpers import (
+    ASSIGNMENTS,
+    EXECUTED,
+    MEASUREMENTS,
+    NOTEBOOK_SECONDS,
+    SESSION_START,
+    error_outputs,
+    graded_code_cells,
+    judge,
+    learner_path,
+    read,
+    solution_path,
+    validate,
+)
 
 from autograde.release import release
 from specdec.measure.my_measurements import FILE as INSIGHTS_FILE
-from nbhelpers import (ASSIGNMENTS, EXECUTED, MEASUREMENTS, NOTEBOOK_SECONDS, SESSION_START, error_outputs,
-                       graded_code_cells, judge, learner_path, read, solution_path, validate)
 
 pytestmark = pytest.mark.notebooks
 
@@ -19,7 +32,7 @@ def test_there_are_assignments():
     assert ASSIGNMENTS[0] == "01_decode_is_bandwidth_bound"
 
 
-RAN_HERE = set()       # solutions this module executed itself
+RAN_HERE = set()  # solutions this module executed itself
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
@@ -42,22 +55,24 @@ def test_solution_executes_and_passes_every_graded_test(name):
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_untouched_learner_notebook_fails_every_graded_test(name, monkeypatch, tmp_path):
-    monkeypatch.setenv("SPECDEC_QUICK", "1")   # smaller measurement sweeps: only the grading matters here
+    monkeypatch.setenv("SPECDEC_QUICK", "1")  # smaller measurement sweeps: only the grading matters here
     nb = read(learner_path(name))
     graded = {c.source.strip() for c in graded_code_cells(nb)}
     assert graded, f"{name}: the learner notebook has no graded test cell"
     # run it to its last graded test cell: what follows (measurements, plots) cannot change a grade
     tests = {id(c) for c in graded_code_cells(nb)}
     last = max(i for i, c in enumerate(nb.cells) if id(c) in tests)
-    nb.cells = nb.cells[:last + 1]
+    nb.cells = nb.cells[: last + 1]
     short = tmp_path / f"{name}.ipynb"
     nbformat.write(nb, str(short))
     results, executed, _ = validate(short)
     assert "changed" not in results and "type_changed" not in results, results
     failed = {f["source"] for f in results.get("failed", [])}
     passing = graded - failed
-    assert not passing, f"{name}: {len(passing)} graded test(s) pass on the untouched learner notebook:\n" + \
-        "\n---\n".join(sorted(passing))
+    assert not passing, (
+        f"{name}: {len(passing)} graded test(s) pass on the untouched learner notebook:\n"
+        + "\n---\n".join(sorted(passing))
+    )
 
 
 def test_learner_notebooks_are_a_fresh_release_of_the_solutions(tmp_path):
@@ -119,10 +134,12 @@ def test_judging_saved_outputs_fails_a_graded_cell_that_holds_an_error(tmp_path)
 
 
 # the speed notebooks save what the learner's machine measured beside themselves (specdec/measure/my_measurements.py)
-RECORDING = {"05_acceptance_in_practice": ("alpha", "c", "v", "speedup_by_k"),
-             "09_speculation_that_pays": ("path", "c", "v", "alpha", "k", "speedup"),
-             "10_batches_and_servers": ("path", "bandwidth_gb_s", "crossover", "speedup_by_batch"),
-             "11_real_engines": ("load", "service_rate", "gate", "vllm_speedup_by_batch")}
+RECORDING = {
+    "05_acceptance_in_practice": ("alpha", "c", "v", "speedup_by_k"),
+    "09_speculation_that_pays": ("path", "c", "v", "alpha", "k", "speedup"),
+    "10_batches_and_servers": ("path", "bandwidth_gb_s", "crossover", "speedup_by_batch"),
+    "11_real_engines": ("load", "service_rate", "gate", "vllm_speedup_by_batch"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(RECORDING))

@@ -1,9 +1,10 @@
 """The bandwidth-bound target of notebook 09 (specdec.core.models.padded_target) and the early-exit draft."""
+
 import pytest
 import torch
 
 from specdec.core.decoding import count_params, greedy_generate, heldout_prompts
-from specdec.core.models import early_exit_draft, heldout_texts, load_pair, padded_target
+from specdec.core.models import early_exit_draft, heldout_texts, padded_target
 
 
 @pytest.mark.parametrize("domain", ["code", "prose", "json"])
@@ -42,7 +43,7 @@ def test_early_exit_draft_is_the_targets_first_layers(pair):
     assert draft.model.layers[1] is target.model.layers[1] and draft.lm_head is target.lm_head
     ids = torch.arange(3, 40).view(1, -1)
     with torch.no_grad():
-        h = target(ids, output_hidden_states=True).hidden_states[2]        # after 2 layers, before the norm
+        h = target(ids, output_hidden_states=True).hidden_states[2]  # after 2 layers, before the norm
         want = target.lm_head(target.model.norm(h))
         assert torch.allclose(draft(ids).logits, want, atol=1e-5)
     with pytest.raises(ValueError, match="n_layers"):
@@ -53,6 +54,7 @@ def test_with_dtype_converts_weights_and_keeps_rope_frequencies_fp32(pair):
     import copy
 
     from specdec.core.models import with_dtype
+
     model = with_dtype(copy.deepcopy(pair[1]), torch.bfloat16)
     assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
     assert model.model.rotary_emb.inv_freq.dtype == torch.float32
@@ -61,6 +63,7 @@ def test_with_dtype_converts_weights_and_keeps_rope_frequencies_fp32(pair):
 
 def test_keep_cache_positions_equals_feeding_the_path_alone(pair):
     from specdec.core.decoding import keep_cache_positions, new_cache
+
     target = pair[0]
     ids = torch.arange(5, 25).view(1, -1)
     path = [0, 1, 2, 5, 9]
@@ -71,12 +74,14 @@ def test_keep_cache_positions_equals_feeding_the_path_alone(pair):
     before = [(layer.keys.clone(), layer.values.clone()) for layer in full.layers]
     keep_cache_positions(full, path)
     assert full.get_seq_length() == 5
-    for layer, (keys, values) in zip(full.layers, before):   # a pure selection: bit-exact
+    for layer, (keys, values) in zip(full.layers, before):  # a pure selection: bit-exact
         assert torch.equal(layer.keys, keys[:, :, path]) and torch.equal(layer.values, values[:, :, path])
     # Layer 0's keys and values depend only on each token and its position, so they match the path fed alone
     # (a 20-row and a 5-row matmul may round differently, hence a tolerance, not bit equality).
-    for got, want in ((full.layers[0].keys, path_only.layers[0].keys),
-                      (full.layers[0].values, path_only.layers[0].values)):
+    for got, want in (
+        (full.layers[0].keys, path_only.layers[0].keys),
+        (full.layers[0].values, path_only.layers[0].values),
+    ):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="positions"):
         keep_cache_positions(full, [0, 7])

@@ -6,6 +6,7 @@ No users, no hub: the classroom's own `_environment` writes its config and excha
 environment (reused, so nothing is built), and nbgrader's release runs on a temporary course folder laid out as the
 classroom's (a copy of the course's nbgrader_config.py, solutions/ and notebooks/) with a temporary exchange.
 """
+
 import datetime as dt
 import shutil
 import subprocess
@@ -84,8 +85,12 @@ def test_the_classroom_config_selects_the_ordered_release_from_the_module_it_ins
     assert issubclass(factory.release_assignment, ExchangeReleaseAssignment)
     assert factory.submit.__name__ == "PrivateSubmit" and factory.collect.__name__ == "CheckedCollect"
     # a learner's process loads the same config: the module must not need the course's autograde package
-    done = subprocess.run([sys.executable, "-c", f"import sys, {EXCHANGE_MODULE}; print('autograde' in sys.modules)"],
-                          cwd=module.parent, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", f"import sys, {EXCHANGE_MODULE}; print('autograde' in sys.modules)"],
+        cwd=module.parent,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
 
 
@@ -96,11 +101,13 @@ def test_an_early_notebook_is_refused_naming_what_it_restates_and_when_that_clos
     result = release(env, root, EARLY)
     assert result["success"] is False, result
     said = result["log"]
-    assert (f"not released: {EARLY} restates answers of {ORIGIN}, which accepts submissions until "
-            f"{closes:%Y-%m-%d %H:%M} UTC (due date and grace in course.toml)") in said, said
+    assert (
+        f"not released: {EARLY} restates answers of {ORIGIN}, which accepts submissions until "
+        f"{closes:%Y-%m-%d %H:%M} UTC (due date and grace in course.toml)"
+    ) in said, said
     assert f"nbgrader release_assignment {EARLY} --OrderedRelease.force_early=True" in said
     assert f"c.OrderedRelease.force_early = True in {root}/nbgrader_config.py" in said
-    assert "ExchangeError" in result["error"]            # formgrader shows the log and the traceback
+    assert "ExchangeError" in result["error"]  # formgrader shows the log and the traceback
     assert not outbound(env, EARLY).parent.exists(), "nothing may reach the exchange"
     # a notebook that restates nothing goes out
     result = release(env, root, PLAIN)
@@ -117,7 +124,7 @@ def test_an_early_notebook_is_released_when_forced_with_a_warning(env, tmp_path)
 
 
 def test_the_grace_period_keeps_the_assignment_open_and_after_it_the_notebook_goes_out(env, tmp_path):
-    root = course(tmp_path, due(-dt.timedelta(minutes=5), grace="1h")[0])      # past due, inside its grace
+    root = course(tmp_path, due(-dt.timedelta(minutes=5), grace="1h")[0])  # past due, inside its grace
     assert release(env, root, EARLY)["success"] is False
     (root / "course.toml").write_text(due(-dt.timedelta(hours=2), grace="1h")[0])
     result = release(env, root, EARLY)
@@ -137,14 +144,17 @@ def test_nbgrader_release_assignment_refuses_with_the_reason_and_releases_with_t
     stands for PREFIX/venv/etc/jupyter), the course's autograde package on PYTHONPATH, as the classroom sets it."""
     root = course(tmp_path, due(dt.timedelta(days=2))[0])
     environ = tool_env()
-    environ.update(JUPYTER_CONFIG_PATH=str(env.prefix / "venv" / "etc" / "jupyter"),
-                   PYTHONPATH=f"{env.prefix / 'course-lib'}:{REPO}")
+    environ.update(
+        JUPYTER_CONFIG_PATH=str(env.prefix / "venv" / "etc" / "jupyter"),
+        PYTHONPATH=f"{env.prefix / 'course-lib'}:{REPO}",
+    )
     cmd = [sys.executable, "-m", "nbgrader", "release_assignment", EARLY]
     done = subprocess.run(cmd, cwd=root, env=environ, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
     assert f"not released: {EARLY} restates answers of {ORIGIN}" in done.stderr, done.stderr
     assert not outbound(env, EARLY).exists()
-    done = subprocess.run(cmd + ["--OrderedRelease.force_early=True"], cwd=root, env=environ, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        cmd + ["--OrderedRelease.force_early=True"], cwd=root, env=environ, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert f"releasing {EARLY} while {ORIGIN}" in done.stderr and outbound(env, EARLY).is_file()

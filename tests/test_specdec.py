@@ -1,4 +1,5 @@
 """Unit tests of the helper package: tables, timing, plotting."""
+
 import math
 import time
 
@@ -28,8 +29,16 @@ def test_model_table_has_llama_configs_with_hf_keys():
     cfgs = load_model_configs()
     assert set(cfgs) == {"Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.2-1B", "Llama-3.2-3B"}
     for name, cfg in cfgs.items():
-        for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                    "num_key_value_heads", "vocab_size", "tie_word_embeddings", "head_dim"):
+        for key in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "vocab_size",
+            "tie_word_embeddings",
+            "head_dim",
+        ):
             assert key in cfg, f"{name} lacks {key}"
     assert cfgs["Llama-3.2-1B"]["tie_word_embeddings"] is True
     assert cfgs["Llama-3.1-70B"]["num_hidden_layers"] == 80
@@ -88,7 +97,7 @@ def test_moe_configs_reproduce_the_publishers_parameter_counts():
         for key in ("total", "active"):
             want = cfg[f"published_{key}_params"]
             assert abs(got[key] / want - 1) < 0.02, (name, key, got[key], want)
-        assert got["active"] < got["total"] / 3, name           # a token reads a small share of an MoE's weights
+        assert got["active"] < got["total"] / 3, name  # a token reads a small share of an MoE's weights
     oss = cfgs["gpt-oss-120b"]
     assert moe_parameter_counts(oss, True)["active"] / oss["published_active_params"] - 1 > 0.05
     # DeepSeek-V3: 3 dense layers, 58 MoE layers of 256 routed experts and one shared, 8 routed per token

@@ -1,6 +1,7 @@
 """specdec has rooms (issue "the measuring is the learner's work", item 8): every module lives in the room of its
 job and the package's module map names it; every reference in the course's files names a module that exists
 where it says; a notebook saved before the move still imports (with a warning); one meaning per name."""
+
 import ast
 import importlib
 import importlib.util
@@ -12,13 +13,13 @@ import warnings
 from pathlib import Path
 
 import pytest
+from nbhelpers import parse_contract
 
 import specdec
-from nbhelpers import parse_contract
 from specdec import MOVED, REPO
 
 ROOMS = {"core", "measure", "training", "engines"}
-TOP = {"tables", "plotting", "checks", "moved"}          # shared by every room
+TOP = {"tables", "plotting", "checks", "moved"}  # shared by every room
 
 
 def _modules():
@@ -32,22 +33,26 @@ def _source(m):
 def _exists(name):
     try:
         return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:          # a child of a module that is not a package: an attribute, not a module
+    except ModuleNotFoundError:  # a child of a module that is not a package: an attribute, not a module
         return False
 
 
 def _course_files():
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    return [REPO / p for p in listed if p.endswith((".py", ".ipynb", ".md", ".toml", ".json")) or
-            p in ("Makefile", ".ci/run")]
+    return [
+        REPO / p
+        for p in listed
+        if p.endswith((".py", ".ipynb", ".md", ".toml", ".json")) or p in ("Makefile", ".ci/run")
+    ]
 
 
 def test_every_module_lives_in_a_room_and_the_map_names_it():
     doc = specdec.__doc__
     for m in _modules():
         parts = m.name.split(".")
-        assert (len(parts) == 2 and parts[1] in TOP) or (len(parts) == 3 and parts[1] in ROOMS), \
+        assert (len(parts) == 2 and parts[1] in TOP) or (len(parts) == 3 and parts[1] in ROOMS), (
             f"{m.name} is outside the rooms {sorted(ROOMS)} and the shared modules {sorted(TOP)}"
+        )
         assert re.search(rf"\b{parts[-1]}\b", doc), f"specdec's module map (its docstring) does not name {m.name}"
     for room in ROOMS:
         assert importlib.import_module(f"specdec.{room}").__doc__, f"specdec.{room} has no docstring"
@@ -62,15 +67,15 @@ def test_every_reference_names_a_module_where_it_is():
     of the course: the longest module prefix of each exists, and none is a flat name of before the move."""
     bad = []
     for path in _course_files():
-        if path.name == "test_specdec_layout.py" or path == REPO / "specdec" / "moved.py":   # name the old layout
-            continue                                                                          # on purpose
+        if path.name == "test_specdec_layout.py" or path == REPO / "specdec" / "moved.py":  # name the old layout
+            continue  # on purpose
         try:
             text = path.read_text()
         except (UnicodeDecodeError, FileNotFoundError):
             continue
         for ref in set(REFERENCE.findall(text)):
             parts = ref.split(".")
-            if parts[-1] == "py" or parts[1].startswith("__"):   # a file name (specdec.py), an attribute (__file__)
+            if parts[-1] == "py" or parts[1].startswith("__"):  # a file name (specdec.py), an attribute (__file__)
                 continue
             if parts[1] in MOVED:
                 bad.append(f"{path.relative_to(REPO)}: {ref} (now specdec.{MOVED[parts[1]]})")
@@ -100,6 +105,7 @@ def test_a_notebook_saved_before_the_move_still_imports(old):
 
 def test_the_old_engines_module_forwards_to_install():
     from specdec.engines import install
+
     with pytest.warns(FutureWarning, match="specdec.engines.install.cache_dir"):
         from specdec.engines import cache_dir
     assert cache_dir is install.cache_dir
@@ -114,8 +120,11 @@ def test_one_meaning_per_name():
     clash = []
     for m in _modules():
         tree = ast.parse(_source(m))
-        clash += [f"{m.name}.{n.name}" for n in tree.body
-                  if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in graded]
+        clash += [
+            f"{m.name}.{n.name}"
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in graded
+        ]
     assert not clash, f"named like a graded answer: {clash}"
     ours = {m.name.rsplit(".", 1)[1] for m in _modules()}
     grader = {p.stem for p in (REPO / "autograde").glob("*.py")} - {"__init__", "__main__"}
@@ -127,6 +136,7 @@ def _notebook_imports():
     import nbformat
 
     from autograde import SOLUTIONS, assignments
+
     used = {}
     for name in assignments():
         nb = nbformat.read(str(SOLUTIONS / name / f"{name}.ipynb"), as_version=4)
@@ -135,9 +145,13 @@ def _notebook_imports():
                 continue
             code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
             for node in ast.walk(ast.parse(code)):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                         [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                         if isinstance(node, ast.ImportFrom) and node.module else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    else []
+                )
                 for module in names:
                     if module.startswith("specdec.") and _exists(module):
                         used.setdefault(module, set()).add(name[:2])
@@ -165,7 +179,7 @@ def test_the_module_map_names_the_notebooks_that_import_each_module():
         if said != used.get(m.name, set()):
             wrong[m.name] = (sorted(said), sorted(used.get(m.name, set())))
     assert not wrong, f"specdec's module map (listed, imported by): {wrong}"
-    assert len(used) >= 15, used            # the scan reads the notebooks' imports
+    assert len(used) >= 15, used  # the scan reads the notebooks' imports
 
 
 # which rooms a room may import (besides itself, the shared modules and the package's own names): core stands alone,
@@ -190,7 +204,7 @@ def _arrows():
 
 def test_rooms_import_in_one_direction_and_no_private_name_crosses_a_module():
     arrows = _arrows()
-    assert len(arrows) > 40, arrows                     # the scan reads the imports
+    assert len(arrows) > 40, arrows  # the scan reads the imports
     wrong, private = [], []
     for module, room, target, names in arrows:
         parts = target.split(".")
@@ -203,8 +217,10 @@ def test_rooms_import_in_one_direction_and_no_private_name_crosses_a_module():
 
 
 def test_the_direction_test_sees_a_wrong_arrow(monkeypatch):
-    fake = [("specdec.core.lean", "core", "specdec.measure.timing", ["note_spread"]),
-            ("specdec.tables", None, "specdec.core.models", ["DOMAINS"])]
+    fake = [
+        ("specdec.core.lean", "core", "specdec.measure.timing", ["note_spread"]),
+        ("specdec.tables", None, "specdec.core.models", ["DOMAINS"]),
+    ]
     monkeypatch.setattr(sys.modules[__name__], "_arrows", lambda: fake * 30)
     with pytest.raises(AssertionError, match="specdec.core.lean -> specdec.measure.timing.*specdec.tables -> "):
         test_rooms_import_in_one_direction_and_no_private_name_crosses_a_module()
@@ -224,13 +240,17 @@ def test_the_shims_live_in_one_module_and_end_with_their_release():
     """specdec.moved holds every shim; an old module's __getattr__ only hands the name to it; and once the course's
     version (pyproject.toml) reaches SHIMS_END, the shims must go: this test fails until they do."""
     from specdec import moved
+
     version = re.search(r'^version = "([0-9.]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
 
     def release(text):
         return tuple(int(x) for x in text.split("."))
+
     assert release(version) < release(moved.SHIMS_END), (
-        f"the course is at release {version}, and the shims of specdec.moved go with release {moved.SHIMS_END}: remove them "
-        f"(MODULES, NAMES, PACKAGES and the __getattr__ that call moved_name)")
+        f"the course is at release {version}, and the shims of specdec.moved go with release {moved.SHIMS_END}: "
+        "remove them "
+        f"(MODULES, NAMES, PACKAGES and the __getattr__ that call moved_name)"
+    )
     sources = {m.name: _source(m) for m in _modules()}
     sources.update({f"specdec.{room}": (REPO / "specdec" / room / "__init__.py").read_text() for room in ROOMS})
     with_getattr = set()
@@ -240,8 +260,14 @@ def test_the_shims_live_in_one_module_and_end_with_their_release():
             with_getattr.add(name)
             calls = {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
             assert calls == {"moved_name"}, f"{name}.__getattr__ does more than hand the name to specdec.moved"
-        warns_of_moves = [c.lineno for c in ast.walk(tree) if isinstance(c, ast.Call)
-                          and any(isinstance(x, ast.Name) and x.id == "FutureWarning" for x in ast.walk(c))]
-        assert name == "specdec.moved" or not warns_of_moves, f"{name} warns of a move itself: shims live in specdec.moved"
-    assert with_getattr == {old for old, _ in moved.NAMES} | set(moved.PACKAGES), \
+        warns_of_moves = [
+            c.lineno
+            for c in ast.walk(tree)
+            if isinstance(c, ast.Call) and any(isinstance(x, ast.Name) and x.id == "FutureWarning" for x in ast.walk(c))
+        ]
+        assert name == "specdec.moved" or not warns_of_moves, (
+            f"{name} warns of a move itself: shims live in specdec.moved"
+        )
+    assert with_getattr == {old for old, _ in moved.NAMES} | set(moved.PACKAGES), (
         "every old module in NAMES or PACKAGES hands its names to specdec.moved, and no other module has a __getattr__"
+    )

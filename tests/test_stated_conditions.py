@@ -1,11 +1,11 @@
 """The conditions the notebooks attach to their claims hold: each claim below is recomputed from the course's own
 code, so a take-away that names a condition names one that matters."""
+
 import math
 import re
 
 import pytest
 import torch
-
 from nbhelpers import solution_namespace
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -33,11 +33,13 @@ def _first_token_share(ns, children, draws=20000, seed=0):
 def test_deterministic_top_k_children_are_not_exact_and_independent_draws_are(ns09):
     """09's take-away: children drawn independently from q keep the target's p(0) = 0.1; the deterministic top-2
     children 0 then 1 under the same rule give token 0 with probability 0.1 / 0.9 = 0.111."""
-    sigma = math.sqrt(0.1 * 0.9 / 20000)                                # seeded: the same draws every run
+    sigma = math.sqrt(0.1 * 0.9 / 20000)  # seeded: the same draws every run
     top2 = _first_token_share(ns09, lambda gen: [0, 1])
     assert top2 == pytest.approx(0.1 / 0.9, abs=4 * sigma)
-    assert abs(top2 - 0.1) > 3 * sigma                                   # the difference is not noise
-    iid = _first_token_share(ns09, lambda gen: torch.multinomial(torch.tensor([0.9, 0.1]), 2, True, generator=gen).tolist())
+    assert abs(top2 - 0.1) > 3 * sigma  # the difference is not noise
+    iid = _first_token_share(
+        ns09, lambda gen: torch.multinomial(torch.tensor([0.9, 0.1]), 2, True, generator=gen).tolist()
+    )
     assert iid == pytest.approx(0.1, abs=4 * sigma)
 
 
@@ -50,7 +52,7 @@ def test_dynamic_int8_uses_one_activation_scale_per_forward():
     x = torch.randn(1, 256)
     with torch.no_grad():
         alone = q(x)
-        beside_small = q(torch.cat([x, 0.5 * x]))[:1]                    # the neighbour does not widen the range
+        beside_small = q(torch.cat([x, 0.5 * x]))[:1]  # the neighbour does not widen the range
         beside_large = q(torch.cat([x, 100 * torch.randn(1, 256)]))[:1]
     assert torch.allclose(alone, beside_small)
     assert (alone - beside_large).abs().max() > 0.1 * alone.abs().max()
@@ -74,14 +76,25 @@ BASIS = re.compile(r"peak|datasheet|roofline|fitted|measured|attain|your (CPU|ma
 def _take_away_bullets(name):
     """The bullets of a notebook's "What to take away" (its markdown from that heading on)."""
     from nbhelpers import read, solution_path
+
     cells = read(solution_path(name)).cells
-    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## What to take away"))
+    start = next(
+        i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## What to take away")
+    )
     text = "\n".join(c.source for c in cells[start:] if c.cell_type == "markdown")
     return [b.strip() for b in re.split(r"\n(?=- )", text) if b.strip().startswith("- ")]
 
 
-@pytest.mark.parametrize("name", ["06_h100_configs_real_timings", "07_batch_crossover", "08_break_even_acceptance",
-                                  "09_speculation_that_pays", "10_batches_and_servers"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "06_h100_configs_real_timings",
+        "07_batch_crossover",
+        "08_break_even_acceptance",
+        "09_speculation_that_pays",
+        "10_batches_and_servers",
+    ],
+)
 def test_every_take_away_that_states_a_speedup_or_crossover_names_its_acceptance_and_its_terms(name):
     """A take-away of 06-10 that states a speedup, a break-even or a crossover names the acceptance it holds under
     (α, an acceptance length, or the learner's measured acceptance) and the terms it was priced with (datasheet

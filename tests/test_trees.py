@@ -1,16 +1,26 @@
 """specdec.core.trees: the best tree per node budget, its tau, its draft forwards and a round's price at batch."""
+
 import itertools
 
 import numpy as np
 import pytest
 import torch
 
-from specdec.core.trees import (best_round, best_tree, depths, draft_ranks, draft_widths, is_chain, rank_profile,
-                           round_seconds, tree_tau)
+from specdec.core.trees import (
+    best_round,
+    best_tree,
+    depths,
+    draft_ranks,
+    draft_widths,
+    is_chain,
+    rank_profile,
+    round_seconds,
+    tree_tau,
+)
 
 
 def expected_tokens(alpha, k):
-    return sum(alpha ** i for i in range(k + 1))
+    return sum(alpha**i for i in range(k + 1))
 
 
 def all_trees(n, n_ranks):
@@ -45,7 +55,7 @@ def test_best_tree_grows_a_chain_when_the_top_choice_dominates_and_branches_when
 def test_depths_widths_and_chains():
     parents = [-1, -1, 0, 2, 0]
     assert depths(parents) == [1, 1, 2, 3, 2]
-    assert draft_widths(parents) == [1, 1, 1]          # root; node 0 (depth 1); node 2 (depth 2)
+    assert draft_widths(parents) == [1, 1, 1]  # root; node 0 (depth 1); node 2 (depth 2)
     assert draft_widths([-1, 0, 1]) == [1, 1, 1] and draft_widths([]) == []
     assert is_chain([-1, 0, 1]) and not is_chain([-1, -1]) and is_chain([])
 
@@ -94,16 +104,19 @@ def test_rank_profile_and_draft_ranks():
     assert rank_profile(np.zeros(5, int), 2).tolist() == [1.0, 0.0]
 
 
-@pytest.mark.parametrize("call, word", [
-    (lambda: best_tree([0.5, 0.6], 2), "rank profile"),
-    (lambda: best_tree([-0.1], 2), "rank profile"),
-    (lambda: best_tree([0.5], -1), "n_nodes"),
-    (lambda: tree_tau([0.5], [0], [0]), "parents"),
-    (lambda: tree_tau([0.5], [-1], [1]), "ranks"),
-    (lambda: tree_tau([0.5], [-1, 0], [0]), "ranks"),
-    (lambda: rank_profile([], 3), "empty"),
-    (lambda: best_round([0.5], lambda b, t: 1, lambda b, t: 1, 1, [0]), "budgets"),
-])
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: best_tree([0.5, 0.6], 2), "rank profile"),
+        (lambda: best_tree([-0.1], 2), "rank profile"),
+        (lambda: best_tree([0.5], -1), "n_nodes"),
+        (lambda: tree_tau([0.5], [0], [0]), "parents"),
+        (lambda: tree_tau([0.5], [-1], [1]), "ranks"),
+        (lambda: tree_tau([0.5], [-1, 0], [0]), "ranks"),
+        (lambda: rank_profile([], 3), "empty"),
+        (lambda: best_round([0.5], lambda b, t: 1, lambda b, t: 1, 1, [0]), "budgets"),
+    ],
+)
 def test_bad_input_names_what_is_wrong(call, word):
     with pytest.raises(ValueError, match=word):
         call()

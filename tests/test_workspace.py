@@ -3,6 +3,7 @@ course update adds new notebooks and offers changed ones beside the learner's co
 
 "The course gains a commit" is simulated on a temporary copy of the released notebooks (notebooks/): one
 notebook's text changes and a new assignment folder appears, as a `git pull` would do to notebooks/."""
+
 import hashlib
 import io
 import json
@@ -94,7 +95,7 @@ def test_a_course_update_keeps_the_learners_edit_adds_the_new_notebook_and_offer
     others = {n: (ws / rel(n)).read_bytes() for n in assignments() if n != EDITED}
 
     course_commit(course)
-    sync = set_up(course, ws)          # `make lab`'s set-up step, after `git pull`
+    sync = set_up(course, ws)  # `make lab`'s set-up step, after `git pull`
 
     assert (ws / rel(EDITED)).read_bytes() == mine, "the learner's edit was overwritten"
     assert has_answer(ws / rel(EDITED))
@@ -106,10 +107,13 @@ def test_a_course_update_keeps_the_learners_edit_adds_the_new_notebook_and_offer
     assert (sync.added, sync.updates, sync.restored, sync.corrupt) == ([rel(NEW)], [rel(EDITED)], [], [])
     # one line per event, naming the file and where the new version is
     assert len(sync.messages) == 2, sync.messages
-    update, added = sync.messages          # in course order
+    update, added = sync.messages  # in course order
     assert added == f"added my-work/{rel(NEW)}: new in the course"
-    assert update.startswith(f"my-work/{rel(EDITED)} changed in the course since your copy was made") \
-        and f"my-work/{UPDATES}/{rel(EDITED)}" in update and "\n" not in update, update
+    assert (
+        update.startswith(f"my-work/{rel(EDITED)} changed in the course since your copy was made")
+        and f"my-work/{UPDATES}/{rel(EDITED)}" in update
+        and "\n" not in update
+    ), update
     # the updates folder is outside every assignment folder: nothing offered is ever submitted
     assert not any((ws / n / UPDATES).exists() for n in assignments() + [NEW])
 
@@ -148,8 +152,9 @@ def test_starting_a_notebook_over_restores_the_courses_current_version(course, t
     (ws / rel(EDITED)).rename(ws / "my-old-04.ipynb")
     sync = set_up(course, ws)
     assert sync.restored == [rel(EDITED)] and sync.updates == []
-    assert sync.messages == [f"restored my-work/{rel(EDITED)}: a fresh copy of the course's version "
-                             f"(yours was not there)"]
+    assert sync.messages == [
+        f"restored my-work/{rel(EDITED)}: a fresh copy of the course's version (yours was not there)"
+    ]
     assert (ws / rel(EDITED)).read_bytes() == (course / rel(EDITED)).read_bytes()
     assert has_answer(ws / "my-old-04.ipynb"), "the learner's moved copy was touched"
     assert set_up(course, ws).messages == []
@@ -159,13 +164,14 @@ def test_a_corrupt_notebook_is_reported_by_name_and_left_untouched(course, tmp_p
     ws = tmp_path / "my-work"
     set_up(course, ws)
     broken = ws / rel("03_acceptance_math")
-    broken.write_bytes(b'{"cells": [ {"cell_type": "code", "sour')        # a save cut short
+    broken.write_bytes(b'{"cells": [ {"cell_type": "code", "sour')  # a save cut short
     course_commit(course)
     sync = set_up(course, ws)
     assert sync.corrupt == [rel("03_acceptance_math")]
     lines = [m for m in sync.messages if "03_acceptance_math" in m]
-    assert len(lines) == 1 and lines[0].startswith(f"my-work/{rel('03_acceptance_math')} is not a readable "
-                                                   f"notebook (JSONDecodeError"), sync.messages
+    assert len(lines) == 1 and lines[0].startswith(
+        f"my-work/{rel('03_acceptance_math')} is not a readable notebook (JSONDecodeError"
+    ), sync.messages
     assert "left untouched" in lines[0]
     assert broken.read_bytes() == b'{"cells": [ {"cell_type": "code", "sour'
     # the rest of the update still happens
@@ -230,12 +236,19 @@ def test_check_takes_an_assignment_as_the_learners_copy_in_the_workspace(course,
     assert resolve_notebook("elsewhere.ipynb", ws).name == "elsewhere.ipynb"
 
 
-@pytest.mark.parametrize("arg, missing, expect", [
-    ("04", "workspace", "there is no workspace {ws}, where your copy of 04_speculative_decoder would be"),
-    ("04", "notebook", "your copy of 04_speculative_decoder is not in the workspace: {ws}/04_speculative_decoder/"
-                       "04_speculative_decoder.ipynb does not exist"),
-    ("99", "", "'99' is neither a notebook file nor an assignment of this course"),
-])
+@pytest.mark.parametrize(
+    "arg, missing, expect",
+    [
+        ("04", "workspace", "there is no workspace {ws}, where your copy of 04_speculative_decoder would be"),
+        (
+            "04",
+            "notebook",
+            "your copy of 04_speculative_decoder is not in the workspace: {ws}/04_speculative_decoder/"
+            "04_speculative_decoder.ipynb does not exist",
+        ),
+        ("99", "", "'99' is neither a notebook file nor an assignment of this course"),
+    ],
+)
 def test_check_names_what_is_missing(course, tmp_path, monkeypatch, arg, missing, expect):
     ws = tmp_path / "my-work"
     if missing != "workspace":
@@ -259,8 +272,9 @@ def test_the_workspace_command_sets_up_then_only_reports_changes(tmp_path):
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert len(lines) == 2 and lines[0].startswith(f"set up your workspace {tmp_path / 'my-work'} with the "
-                                                   f"course's {len(assignments())} notebooks"), lines
+    assert len(lines) == 2 and lines[0].startswith(
+        f"set up your workspace {tmp_path / 'my-work'} with the course's {len(assignments())} notebooks"
+    ), lines
     assert (tmp_path / "exchange" / COURSE_ID / "outbound" / rel(EDITED)).is_file()
     config = (tmp_path / "my-work" / "nbgrader_config.py").read_text()
     assert f"load_subconfig({str(NOTEBOOKS / 'nbgrader_config.py')!r})" in config
@@ -291,10 +305,16 @@ def test_check_by_number_grades_the_learners_copy_in_the_workspace(tmp_path, gra
     set_up(NOTEBOOKS, ws)
     shutil.copy(REPO / "solutions" / rel(first), ws / rel(first))
     env = dict(tool_env(), SPECDEC_WORKSPACE=str(ws), XDG_CACHE_HOME=str(grader_cache))
-    done = subprocess.run([sys.executable, "-m", "autograde", "check", first[:2]], capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograde", "check", first[:2]],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"checking {ws / rel(first)} against {first}" in done.stdout, done.stdout   # the copy in my-work/
+    assert f"checking {ws / rel(first)} against {first}" in done.stdout, done.stdout  # the copy in my-work/
     assert "total: 9/9 points" in done.stdout, done.stdout
     assert " x " not in done.stdout and "hint" not in done.stdout, done.stdout
 

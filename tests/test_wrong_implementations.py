@@ -16,6 +16,7 @@ cell and the next solution cell.
 A case's `first` names the test cell that should catch it; it runs first, and a wrong case stops at its
 first failure, which keeps the file fast (about a minute on a shared 2-core CPU).
 """
+
 import ast
 import re
 import time
@@ -38,11 +39,20 @@ from autograde.judge import LocalProbe
 
 pytestmark = pytest.mark.slow
 
-NOTEBOOKS = {"01": "01_decode_is_bandwidth_bound", "02": "02_verification_is_almost_free", "03": "03_acceptance_math",
-             "04": "04_speculative_decoder", "05": "05_acceptance_in_practice", "06": "06_h100_configs_real_timings",
-             "07": "07_batch_crossover", "08": "08_break_even_acceptance",
-             "09": "09_speculation_that_pays", "10": "10_batches_and_servers", "11": "11_real_engines",
-             "12": "12_moe_and_quantised"}
+NOTEBOOKS = {
+    "01": "01_decode_is_bandwidth_bound",
+    "02": "02_verification_is_almost_free",
+    "03": "03_acceptance_math",
+    "04": "04_speculative_decoder",
+    "05": "05_acceptance_in_practice",
+    "06": "06_h100_configs_real_timings",
+    "07": "07_batch_crossover",
+    "08": "08_break_even_acceptance",
+    "09": "09_speculation_that_pays",
+    "10": "10_batches_and_servers",
+    "11": "11_real_engines",
+    "12": "12_moe_and_quantised",
+}
 # notebooks whose ordinary cells are quick and define names the tests use: run them all (plots off screen)
 RUN_EVERY_CELL = {"07", "08", "12"}
 # names the test cells use that an ordinary (not executed here) cell of the notebook defines
@@ -75,7 +85,9 @@ def setup_namespace(prefix):
 
 
 def solution_source(prefix, part):
-    return next(c.source for c in notebook(prefix).cells if _grading(c).get("solution") and _grading(c).get("grade_id") == part)
+    return next(
+        c.source for c in notebook(prefix).cells if _grading(c).get("solution") and _grading(c).get("grade_id") == part
+    )
 
 
 def parts(prefix):
@@ -102,24 +114,27 @@ def namespace(prefix, replaced=None):
         g = _grading(cell)
         if cell.cell_type != "code":
             continue
-        if g.get("solution") or (g.get("locked") and not g.get("grade") and "setup" not in cell.metadata.get("tags", [])):
+        if g.get("solution") or (
+            g.get("locked") and not g.get("grade") and "setup" not in cell.metadata.get("tags", [])
+        ):
             source = (replaced or {}).get(g.get("grade_id"), cell.source)
             exec(compile(source, f"{prefix}:{g.get('grade_id')}", "exec"), ns)
         elif prefix in RUN_EVERY_CELL and not g and "setup" not in cell.metadata.get("tags", []):
-            try:                 # the notebook's own cells (tables, plots) define names its tests use
+            try:  # the notebook's own cells (tables, plots) define names its tests use
                 exec(compile(cell.source, f"{prefix}:cell", "exec"), ns)
-            except Exception:    # noqa: BLE001  (a cell that needs an answer the case replaced)
+            except Exception:  # noqa: BLE001  (a cell that needs an answer the case replaced)
                 pass
     matplotlib.pyplot.close("all")
     return ns
 
 
-JUDGE_SEED = 3      # the judges' generator here; the grader draws a fresh seed for every run
+JUDGE_SEED = 3  # the judges' generator here; the grader draws a fresh seed for every run
 
 
 def judge_of(test):
     """The judge function a judged test cell names (autograde/judges)."""
     import importlib
+
     module, function = test.judge
     return getattr(importlib.import_module(f"autograde.judges.{module}"), function)
 
@@ -134,20 +149,24 @@ def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False)
     failures = []
     for grade_id, cell_source in cells:
         test = TestCell(grade_id, 1.0, cell_source)
-        try:               # a judged cell: the visible part runs here, its judge decides the rest as the grader does
-            exec(compile(visible_part(cell_source)[0] if test.judge else cell_source, f"{prefix}:{grade_id}", "exec"),
-                 dict(ns))
+        try:  # a judged cell: the visible part runs here, its judge decides the rest as the grader does
+            exec(
+                compile(visible_part(cell_source)[0] if test.judge else cell_source, f"{prefix}:{grade_id}", "exec"),
+                dict(ns),
+            )
             if test.judge:
-                try:       # a judge that crashes is the course's bug: it propagates, it is not the student's failure
+                try:  # a judge that crashes is the course's bug: it propagates, it is not the student's failure
                     judge_of(test)(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, len(failures)]))
                 except AssertionError as e:
-                    failures.append(Failure(grade_id, f"AssertionError: {str(e)[:200]}", test.visible_lines + 2, str(e)))
+                    failures.append(
+                        Failure(grade_id, f"AssertionError: {str(e)[:200]}", test.visible_lines + 2, str(e))
+                    )
                     if stop_at_first_failure:
                         break
                 continue
-        except Exception as e:      # an assert, or the wrong code crashing: either way the test cell fails
+        except Exception as e:  # an assert, or the wrong code crashing: either way the test cell fails
             tb, line = e.__traceback__, 0
-            while tb is not None:   # the line of the test cell where it failed, as the grader reports it
+            while tb is not None:  # the line of the test cell where it failed, as the grader reports it
                 if tb.tb_frame.f_code.co_filename == f"{prefix}:{grade_id}":
                     line = tb.tb_lineno
                 tb = tb.tb_next
@@ -164,7 +183,7 @@ class Failure:
     line: int
     message: str
 
-    def __getitem__(self, i):          # (grade_id, text), as printed
+    def __getitem__(self, i):  # (grade_id, text), as printed
         return (self.grade_id, self.text)[i]
 
     def __eq__(self, other):
@@ -185,8 +204,8 @@ class Case:
     prefix: str
     part: str
     what: str
-    source: object              # the cell's source, or a callable returning it (patched lazily)
-    first: str = None           # the test cell expected to catch it (wrong cases)
+    source: object  # the cell's source, or a callable returning it (patched lazily)
+    first: str = None  # the test cell expected to catch it (wrong cases)
     failed_before: bool = True  # did the tests catch it before the grading-integrity work? (reported, not asserted)
 
     def text(self):
@@ -200,116 +219,475 @@ def P(prefix, part, *replacements):
 # --------------------------------------------------------------------------------------------- wrong answers
 WRONG = [
     # 01: units and formula variants
-    Case("01", "weight_bytes", "bits instead of bytes (x 8)", P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param * 8"))),
-    Case("01", "weight_bytes", "GiB instead of bytes", P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param / 2**30"))),
-    Case("01", "weight_bytes", "ignores tie_word_embeddings (always a separate LM head)",
-         P("01", "weight_bytes", ('lm_head = 0 if cfg["tie_word_embeddings"] else embedding', "lm_head = embedding")), first="test_weight_bytes"),
-    Case("01", "weight_bytes", "ignores the config's head_dim (always hidden_size // heads)",
-         P("01", "weight_bytes", ('head_dim = cfg.get("head_dim") or h // n_heads', "head_dim = h // n_heads")), first="test_weight_bytes"),
-    Case("01", "weight_bytes", "bytes_per_param <= 0 accepted", P("01", "weight_bytes", ("if not bytes_per_param > 0:", "if False:")),
-         first="test_weight_bytes_bad_input"),
-    Case("01", "ridge_point", "bandwidth in bits/s (FLOP per bit)", P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(flops / (8 * bandwidth))"))),
-    Case("01", "ridge_point", "inverted: bandwidth / flops", P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(bandwidth / flops)"))),
-    Case("01", "kv_bytes_per_token", "K only (no factor 2 for V)", P("01", "kv_bytes_per_token", ('return 2 * cfg["num_hidden_layers"]', 'return cfg["num_hidden_layers"]'))),
-    Case("01", "kv_bytes_per_token", "attention heads instead of KV heads",
-         P("01", "kv_bytes_per_token", ('cfg["num_key_value_heads"] * head_dim', 'cfg["num_attention_heads"] * head_dim'))),
-    Case("01", "kv_bytes_per_token", "ignores the config's head_dim",
-         P("01", "kv_bytes_per_token", ('head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
-                                        'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]')), first="test_kv_bytes_per_token"),
-    Case("01", "kv_bytes_per_token", "bits instead of bytes", P("01", "kv_bytes_per_token", ("* head_dim * bytes_per_elem", "* head_dim * bytes_per_elem * 8"))),
-    Case("01", "decode_step_seconds", "ignores kv_bytes", P("01", "decode_step_seconds", ("return float((weight_bytes + kv_bytes) / bandwidth)", "return float(weight_bytes / bandwidth)"))),
-    Case("01", "decode_step_seconds", "milliseconds instead of seconds",
-         P("01", "decode_step_seconds", ("return float((weight_bytes + kv_bytes) / bandwidth)", "return float((weight_bytes + kv_bytes) / bandwidth * 1e3)"))),
+    Case(
+        "01",
+        "weight_bytes",
+        "bits instead of bytes (x 8)",
+        P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param * 8")),
+    ),
+    Case(
+        "01",
+        "weight_bytes",
+        "GiB instead of bytes",
+        P("01", "weight_bytes", ("return params * bytes_per_param", "return params * bytes_per_param / 2**30")),
+    ),
+    Case(
+        "01",
+        "weight_bytes",
+        "ignores tie_word_embeddings (always a separate LM head)",
+        P("01", "weight_bytes", ('lm_head = 0 if cfg["tie_word_embeddings"] else embedding', "lm_head = embedding")),
+        first="test_weight_bytes",
+    ),
+    Case(
+        "01",
+        "weight_bytes",
+        "ignores the config's head_dim (always hidden_size // heads)",
+        P("01", "weight_bytes", ('head_dim = cfg.get("head_dim") or h // n_heads', "head_dim = h // n_heads")),
+        first="test_weight_bytes",
+    ),
+    Case(
+        "01",
+        "weight_bytes",
+        "bytes_per_param <= 0 accepted",
+        P("01", "weight_bytes", ("if not bytes_per_param > 0:", "if False:")),
+        first="test_weight_bytes_bad_input",
+    ),
+    Case(
+        "01",
+        "ridge_point",
+        "bandwidth in bits/s (FLOP per bit)",
+        P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(flops / (8 * bandwidth))")),
+    ),
+    Case(
+        "01",
+        "ridge_point",
+        "inverted: bandwidth / flops",
+        P("01", "ridge_point", ("return float(flops / bandwidth)", "return float(bandwidth / flops)")),
+    ),
+    Case(
+        "01",
+        "kv_bytes_per_token",
+        "K only (no factor 2 for V)",
+        P("01", "kv_bytes_per_token", ('return 2 * cfg["num_hidden_layers"]', 'return cfg["num_hidden_layers"]')),
+    ),
+    Case(
+        "01",
+        "kv_bytes_per_token",
+        "attention heads instead of KV heads",
+        P(
+            "01",
+            "kv_bytes_per_token",
+            ('cfg["num_key_value_heads"] * head_dim', 'cfg["num_attention_heads"] * head_dim'),
+        ),
+    ),
+    Case(
+        "01",
+        "kv_bytes_per_token",
+        "ignores the config's head_dim",
+        P(
+            "01",
+            "kv_bytes_per_token",
+            (
+                'head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
+                'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]',
+            ),
+        ),
+        first="test_kv_bytes_per_token",
+    ),
+    Case(
+        "01",
+        "kv_bytes_per_token",
+        "bits instead of bytes",
+        P("01", "kv_bytes_per_token", ("* head_dim * bytes_per_elem", "* head_dim * bytes_per_elem * 8")),
+    ),
+    Case(
+        "01",
+        "decode_step_seconds",
+        "ignores kv_bytes",
+        P(
+            "01",
+            "decode_step_seconds",
+            ("return float((weight_bytes + kv_bytes) / bandwidth)", "return float(weight_bytes / bandwidth)"),
+        ),
+    ),
+    Case(
+        "01",
+        "decode_step_seconds",
+        "milliseconds instead of seconds",
+        P(
+            "01",
+            "decode_step_seconds",
+            (
+                "return float((weight_bytes + kv_bytes) / bandwidth)",
+                "return float((weight_bytes + kv_bytes) / bandwidth * 1e3)",
+            ),
+        ),
+    ),
     # 02
-    Case("02", "width_where_cost_grows", "bits per parameter (x 8)", P("02", "width_where_cost_grows", ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 8 * bytes_per_param / 2)"))),
-    Case("02", "width_where_cost_grows", "inverted: ridge * 2 / bytes_per_param", P("02", "width_where_cost_grows", ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 2 / bytes_per_param)"))),
-    Case("02", "predicted_cost_ratio", "compared with a batch-1 step instead of a step at the same batch",
-         P("02", "predicted_cost_ratio", ("/ max(1.0, batch / w_star))", "/ 1.0)")), first="test_predicted_cost_ratio"),
-    Case("02", "predicted_cost_ratio", "ignores the batch", P("02", "predicted_cost_ratio", ("max(1.0, batch * width / w_star) / max(1.0, batch / w_star)", "max(1.0, width / w_star)"))),
+    Case(
+        "02",
+        "width_where_cost_grows",
+        "bits per parameter (x 8)",
+        P(
+            "02",
+            "width_where_cost_grows",
+            ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 8 * bytes_per_param / 2)"),
+        ),
+    ),
+    Case(
+        "02",
+        "width_where_cost_grows",
+        "inverted: ridge * 2 / bytes_per_param",
+        P(
+            "02",
+            "width_where_cost_grows",
+            ("return float(ridge * bytes_per_param / 2)", "return float(ridge * 2 / bytes_per_param)"),
+        ),
+    ),
+    Case(
+        "02",
+        "predicted_cost_ratio",
+        "compared with a batch-1 step instead of a step at the same batch",
+        P("02", "predicted_cost_ratio", ("/ max(1.0, batch / w_star))", "/ 1.0)")),
+        first="test_predicted_cost_ratio",
+    ),
+    Case(
+        "02",
+        "predicted_cost_ratio",
+        "ignores the batch",
+        P(
+            "02",
+            "predicted_cost_ratio",
+            ("max(1.0, batch * width / w_star) / max(1.0, batch / w_star)", "max(1.0, width / w_star)"),
+        ),
+    ),
     # 03
-    Case("03", "expected_tokens", "forgets the target's own token: alpha (1 - alpha^k) / (1 - alpha)",
-         P("03", "expected_tokens", ("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return alpha * (1.0 - alpha ** k) / (1.0 - alpha)"))),
-    Case("03", "expected_tokens", "alpha^k in place of alpha^(k+1)", P("03", "expected_tokens", ("alpha ** (k + 1)", "alpha ** k"))),
-    Case("03", "expected_tokens", "k = 4.0 accepted (a float that is a whole number: 03 says an int)",
-         P("03", "expected_tokens", ("if isinstance(k, bool) or not isinstance(k, numbers.Integral):",
-                                     "if isinstance(k, bool) or not (isinstance(k, numbers.Integral) or (isinstance(k, float) and k.is_integer())):"))),
-    Case("03", "expected_tokens", "no special case at alpha = 1 (0 / 0)", P("03", "expected_tokens", ("if alpha == 1.0:", "if False:")), first="test_expected_tokens_edges"),
-    Case("03", "expected_tokens", "k = 2.5 accepted (int(k) silently)", P("03", "expected_tokens", ("raise ValueError(f\"k must be an integer >= 1, got {k!r}\")", "pass")),
-         first="test_expected_tokens_bad_input"),
-    Case("03", "simulate_tokens_per_round", "the formula instead of a simulation",
-         P("03", "simulate_tokens_per_round", ("return float(n_accepted.mean() + 1.0)",
-                                               "return float(sum(alpha ** i for i in range(k + 1)))")), first="test_simulate_tokens_per_round"),
-    Case("03", "simulate_tokens_per_round", "forgets the +1 token", P("03", "simulate_tokens_per_round", ("return float(n_accepted.mean() + 1.0)", "return float(n_accepted.mean())"))),
-    Case("03", "simulate_tokens_per_round", "counts every accepted draft, not the prefix before the first rejection",
-         P("03", "simulate_tokens_per_round", ("np.cumprod(accepted, axis=1).sum(axis=1)", "accepted.sum(axis=1)"))),
-    Case("03", "speedup", "without the draft cost: expected_tokens alone", P("03", "speedup", ("/ (k * c + 1.0))", ")"))),
-    Case("03", "speedup", "k + 1 draft steps per round: ((k + 1) c + 1)", P("03", "speedup", ("/ (k * c + 1.0))", "/ ((k + 1) * c + 1.0))"))),
-    Case("03", "speedup", "k + 1 in the wrong place: expected_tokens(alpha, k + 1)", P("03", "speedup", ("return float(expected_tokens(alpha, k) /", "return float(expected_tokens(alpha, k + 1) /"))),
-    Case("03", "speedup", "forgets the verify step: E / (k c)", P("03", "speedup", ("/ (k * c + 1.0))", "/ max(k * c, 1e-12))"))),
-    Case("03", "speedup", "a message that does not name c (but contains the letter c: 'draft cost')",
-         P("03", "speedup", ('raise ValueError(f"c (draft step / target step) must be >= 0, got {c}")', 'raise ValueError(f"the draft cost must be >= 0, got {c}")')),
-         first="test_speedup", failed_before=False),
-    Case("03", "best_k", "ties go to the largest k (>=)", P("03", "best_k", ("if value > best_value:", "if value >= best_value:")), first="test_best_k"),
-    Case("03", "best_k", "searches 1 .. k_max - 1", P("03", "best_k", ("range(2, int(k_max) + 1)", "range(2, int(k_max))")), first="test_best_k"),
+    Case(
+        "03",
+        "expected_tokens",
+        "forgets the target's own token: alpha (1 - alpha^k) / (1 - alpha)",
+        P(
+            "03",
+            "expected_tokens",
+            ("return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)", "return alpha * (1.0 - alpha ** k) / (1.0 - alpha)"),
+        ),
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "alpha^k in place of alpha^(k+1)",
+        P("03", "expected_tokens", ("alpha ** (k + 1)", "alpha ** k")),
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "k = 4.0 accepted (a float that is a whole number: 03 says an int)",
+        P(
+            "03",
+            "expected_tokens",
+            (
+                "if isinstance(k, bool) or not isinstance(k, numbers.Integral):",
+                "if isinstance(k, bool) or not (isinstance(k, numbers.Integral) or (isinstance(k, float) and k.is_integer())):",
+            ),
+        ),
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "no special case at alpha = 1 (0 / 0)",
+        P("03", "expected_tokens", ("if alpha == 1.0:", "if False:")),
+        first="test_expected_tokens_edges",
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "k = 2.5 accepted (int(k) silently)",
+        P("03", "expected_tokens", ("raise ValueError(f\"k must be an integer >= 1, got {k!r}\")", "pass")),
+        first="test_expected_tokens_bad_input",
+    ),
+    Case(
+        "03",
+        "simulate_tokens_per_round",
+        "the formula instead of a simulation",
+        P(
+            "03",
+            "simulate_tokens_per_round",
+            ("return float(n_accepted.mean() + 1.0)", "return float(sum(alpha ** i for i in range(k + 1)))"),
+        ),
+        first="test_simulate_tokens_per_round",
+    ),
+    Case(
+        "03",
+        "simulate_tokens_per_round",
+        "forgets the +1 token",
+        P(
+            "03",
+            "simulate_tokens_per_round",
+            ("return float(n_accepted.mean() + 1.0)", "return float(n_accepted.mean())"),
+        ),
+    ),
+    Case(
+        "03",
+        "simulate_tokens_per_round",
+        "counts every accepted draft, not the prefix before the first rejection",
+        P("03", "simulate_tokens_per_round", ("np.cumprod(accepted, axis=1).sum(axis=1)", "accepted.sum(axis=1)")),
+    ),
+    Case(
+        "03", "speedup", "without the draft cost: expected_tokens alone", P("03", "speedup", ("/ (k * c + 1.0))", ")"))
+    ),
+    Case(
+        "03",
+        "speedup",
+        "k + 1 draft steps per round: ((k + 1) c + 1)",
+        P("03", "speedup", ("/ (k * c + 1.0))", "/ ((k + 1) * c + 1.0))")),
+    ),
+    Case(
+        "03",
+        "speedup",
+        "k + 1 in the wrong place: expected_tokens(alpha, k + 1)",
+        P(
+            "03",
+            "speedup",
+            ("return float(expected_tokens(alpha, k) /", "return float(expected_tokens(alpha, k + 1) /"),
+        ),
+    ),
+    Case(
+        "03",
+        "speedup",
+        "forgets the verify step: E / (k c)",
+        P("03", "speedup", ("/ (k * c + 1.0))", "/ max(k * c, 1e-12))")),
+    ),
+    Case(
+        "03",
+        "speedup",
+        "a message that does not name c (but contains the letter c: 'draft cost')",
+        P(
+            "03",
+            "speedup",
+            (
+                'raise ValueError(f"c (draft step / target step) must be >= 0, got {c}")',
+                'raise ValueError(f"the draft cost must be >= 0, got {c}")',
+            ),
+        ),
+        first="test_speedup",
+        failed_before=False,
+    ),
+    Case(
+        "03",
+        "best_k",
+        "ties go to the largest k (>=)",
+        P("03", "best_k", ("if value > best_value:", "if value >= best_value:")),
+        first="test_best_k",
+    ),
+    Case(
+        "03",
+        "best_k",
+        "searches 1 .. k_max - 1",
+        P("03", "best_k", ("range(2, int(k_max) + 1)", "range(2, int(k_max))")),
+        first="test_best_k",
+    ),
     # 04: verify
-    Case("04", "verify", "forgets the bonus token when every draft is accepted",
-         P("04", "verify", ("    t = sample(dist, generator).view(1)", "    if n == k:\n        return draft_tokens[:n].clone(), n\n    t = sample(dist, generator).view(1)"))),
-    Case("04", "verify", "correction sampled from p instead of the residual max(0, p - q)",
-         P("04", "verify", ("dist = residual / mass if mass > 0 else p[n]", "dist = p[n]")), first="test_verify_distribution"),
-    Case("04", "verify", "correction = argmax of the residual, not a sample", P("04", "verify", ("dist = residual / mass if mass > 0 else p[n]", "dist = torch.nn.functional.one_hot(residual.argmax(), V).float()")),
-         first="test_verify_distribution"),
-    Case("04", "verify", "acceptance ratio inverted: q / p", P("04", "verify", ("ratio = torch.where(q_i > 0, p_i / q_i.clamp(min=1e-30), (p_i > 0).to(p.dtype))",
-                                                                      "ratio = torch.where(p_i > 0, q_i / p_i.clamp(min=1e-30), (q_i > 0).to(p.dtype))")),
-         first="test_verify_distribution"),
-    Case("04", "verify", "no check that draft_tokens are ids in [0, V) (an IndexError, or a silent wrap for -1)",
-         P("04", "verify", ("    if k and not (0 <= int(draft_tokens.min()) and int(draft_tokens.max()) < V):\n", "    if False:\n")),
-         first="test_verify_bad_input", failed_before=False),
-    Case("04", "verify", "one uniform draw shared by all k drafts (acceptances no longer independent)",
-         P("04", "verify", ("r = torch.rand(k, generator=generator)             # (k,) uniform in [0, 1)",
-                            "r = torch.rand(1, generator=generator).expand(k)")), first="test_verify_distribution"),
+    Case(
+        "04",
+        "verify",
+        "forgets the bonus token when every draft is accepted",
+        P(
+            "04",
+            "verify",
+            (
+                "    t = sample(dist, generator).view(1)",
+                "    if n == k:\n        return draft_tokens[:n].clone(), n\n    t = sample(dist, generator).view(1)",
+            ),
+        ),
+    ),
+    Case(
+        "04",
+        "verify",
+        "correction sampled from p instead of the residual max(0, p - q)",
+        P("04", "verify", ("dist = residual / mass if mass > 0 else p[n]", "dist = p[n]")),
+        first="test_verify_distribution",
+    ),
+    Case(
+        "04",
+        "verify",
+        "correction = argmax of the residual, not a sample",
+        P(
+            "04",
+            "verify",
+            (
+                "dist = residual / mass if mass > 0 else p[n]",
+                "dist = torch.nn.functional.one_hot(residual.argmax(), V).float()",
+            ),
+        ),
+        first="test_verify_distribution",
+    ),
+    Case(
+        "04",
+        "verify",
+        "acceptance ratio inverted: q / p",
+        P(
+            "04",
+            "verify",
+            (
+                "ratio = torch.where(q_i > 0, p_i / q_i.clamp(min=1e-30), (p_i > 0).to(p.dtype))",
+                "ratio = torch.where(p_i > 0, q_i / p_i.clamp(min=1e-30), (q_i > 0).to(p.dtype))",
+            ),
+        ),
+        first="test_verify_distribution",
+    ),
+    Case(
+        "04",
+        "verify",
+        "no check that draft_tokens are ids in [0, V) (an IndexError, or a silent wrap for -1)",
+        P(
+            "04",
+            "verify",
+            ("    if k and not (0 <= int(draft_tokens.min()) and int(draft_tokens.max()) < V):\n", "    if False:\n"),
+        ),
+        first="test_verify_bad_input",
+        failed_before=False,
+    ),
+    Case(
+        "04",
+        "verify",
+        "one uniform draw shared by all k drafts (acceptances no longer independent)",
+        P(
+            "04",
+            "verify",
+            (
+                "r = torch.rand(k, generator=generator)             # (k,) uniform in [0, 1)",
+                "r = torch.rand(1, generator=generator).expand(k)",
+            ),
+        ),
+        first="test_verify_distribution",
+    ),
     # 04: speculative_generate
-    Case("04", "speculative_generate", "drafts the argmax but passes softmax q to verify (temperature > 0)",
-         P("04", "speculative_generate", ("seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
-                                          "seq = torch.cat([seq, q_next.argmax().view(1, 1)], dim=1)")),
-         first="test_speculative_generate_distribution", failed_before=False),
-    Case("04", "speculative_generate", "its own accept loop that samples the correction from p instead of the residual",
-         lambda: '''
+    Case(
+        "04",
+        "speculative_generate",
+        "drafts the argmax but passes softmax q to verify (temperature > 0)",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                "seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
+                "seq = torch.cat([seq, q_next.argmax().view(1, 1)], dim=1)",
+            ),
+        ),
+        first="test_speculative_generate_distribution",
+        failed_before=False,
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "its own accept loop that samples the correction from p instead of the residual",
+        lambda: (
+            '''
 def _accept(p, q, drafts, generator):
     k = q.shape[0]
     n = 0
     while n < k and float(torch.rand(1, generator=generator)) < min(1.0, float(p[n, drafts[n]] / q[n, drafts[n]])):
         n += 1
     return torch.cat([drafts[:n], sample(p[n], generator).view(1)]), n    # BUG at a rejection: p, not the residual
-''' + patched("04", "speculative_generate", ("new, n = verify(p, torch.stack(qs), drafts, generator)", "new, n = _accept(p, torch.stack(qs), drafts, generator)")),
-         first="test_speculative_generate_distribution", failed_before=False),
-    Case("04", "speculative_generate", "off-by-one rollback: the target keeps the rejected draft's KV entry (crop k - n - 1)",
-         P("04", "speculative_generate",
-           ("        keep = tokens.shape[1] - 1                               # 4. roll back: caches hold tokens[:, :-1] at most\n"
-            "        for cache in (target_cache, draft_cache):\n"
-            "            extra = cache.get_seq_length() - keep\n",
-            "        keep = tokens.shape[1] - 1\n"
-            "        for cache in (target_cache, draft_cache):\n"
-            "            extra = cache.get_seq_length() - keep - (cache is target_cache and n < k_round)\n"),
-           ("p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
-            "p = probs_from_logits(target(seq[:, -(k_round + 1):], cache=target_cache, use_cache=True).logits[0], temperature)")),
-         first="test_speculative_generate_greedy"),
-    Case("04", "speculative_generate", "target at temperature 1 whatever `temperature` (only the draft is tempered)",
-         P("04", "speculative_generate", ("p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
-                                          "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature and 1.0)")),
-         first="test_speculative_generate_distribution"),
-    Case("04", "speculative_generate", "a message that does not name k (but contains the letter k: 'token')",
-         P("04", "speculative_generate", ('raise ValueError(f"k must be >= 1, got {k}")', 'raise ValueError(f"a round drafts at least 1 token, got {k}")')),
-         first="test_speculative_generate_bad_input", failed_before=False),
-    Case("04", "speculative_generate", "drops the bonus token of a fully accepted round",
-         P("04", "speculative_generate", ("tokens = torch.cat([tokens, new.view(1, -1)], dim=1)",
-                                          "tokens = torch.cat([tokens, (new[:-1] if n == k_round else new).view(1, -1)], dim=1)")),
-         first="test_speculative_generate_stats"),
-    Case("04", "speculative_generate", "draft samples from torch's global generator, not `generator`",
-         P("04", "speculative_generate", ("seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
-                                          "seq = torch.cat([seq, sample(q_next).view(1, 1)], dim=1)")),
-         first="test_speculative_generate_stats"),
+'''
+            + patched(
+                "04",
+                "speculative_generate",
+                (
+                    "new, n = verify(p, torch.stack(qs), drafts, generator)",
+                    "new, n = _accept(p, torch.stack(qs), drafts, generator)",
+                ),
+            )
+        ),
+        first="test_speculative_generate_distribution",
+        failed_before=False,
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "off-by-one rollback: the target keeps the rejected draft's KV entry (crop k - n - 1)",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                "        keep = tokens.shape[1] - 1                               # 4. roll back: caches hold tokens[:, :-1] at most\n"
+                "        for cache in (target_cache, draft_cache):\n"
+                "            extra = cache.get_seq_length() - keep\n",
+                "        keep = tokens.shape[1] - 1\n"
+                "        for cache in (target_cache, draft_cache):\n"
+                "            extra = cache.get_seq_length() - keep - (cache is target_cache and n < k_round)\n",
+            ),
+            (
+                "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
+                "p = probs_from_logits(target(seq[:, -(k_round + 1):], cache=target_cache, use_cache=True).logits[0], temperature)",
+            ),
+        ),
+        first="test_speculative_generate_greedy",
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "target at temperature 1 whatever `temperature` (only the draft is tempered)",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature)",
+                "p = probs_from_logits(feed(target, target_cache, seq)[-(k_round + 1):], temperature and 1.0)",
+            ),
+        ),
+        first="test_speculative_generate_distribution",
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "a message that does not name k (but contains the letter k: 'token')",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                'raise ValueError(f"k must be >= 1, got {k}")',
+                'raise ValueError(f"a round drafts at least 1 token, got {k}")',
+            ),
+        ),
+        first="test_speculative_generate_bad_input",
+        failed_before=False,
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "drops the bonus token of a fully accepted round",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                "tokens = torch.cat([tokens, new.view(1, -1)], dim=1)",
+                "tokens = torch.cat([tokens, (new[:-1] if n == k_round else new).view(1, -1)], dim=1)",
+            ),
+        ),
+        first="test_speculative_generate_stats",
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "draft samples from torch's global generator, not `generator`",
+        P(
+            "04",
+            "speculative_generate",
+            (
+                "seq = torch.cat([seq, sample(q_next, generator).view(1, 1)], dim=1)",
+                "seq = torch.cat([seq, sample(q_next).view(1, 1)], dim=1)",
+            ),
+        ),
+        first="test_speculative_generate_stats",
+    ),
     # 05
-    Case("05", "estimate_alpha", "accepted / drafted", lambda: '''
+    Case(
+        "05",
+        "estimate_alpha",
+        "accepted / drafted",
+        lambda: (
+            '''
 def estimate_alpha(accepted, drafted):
     accepted, drafted = list(accepted), list(drafted)
     if len(accepted) != len(drafted):
@@ -319,67 +697,261 @@ def estimate_alpha(accepted, drafted):
     if sum(drafted) == 0:
         raise ValueError("drafted holds no tested draft")
     return float(sum(accepted) / sum(drafted))
-'''),
-    Case("05", "estimate_alpha", "a failure counted in every round, also the fully accepted ones",
-         P("05", "estimate_alpha", ("failures = sum(1 for n, k in zip(accepted, drafted) if n < k)", "failures = len(accepted)"))),
-    Case("05", "estimate_alpha", "no rounds: ZeroDivisionError instead of ValueError",
-         P("05", "estimate_alpha", ('    if successes + failures == 0:\n        raise ValueError("drafted holds no tested draft token (no rounds, or every round drafted 0)")\n', "")),
-         first="test_estimate_alpha_bad_input"),
-    Case("05", "round_terms", "no line (every k at one point): c as the mean of each k's cost per drafted token, not pooled",
-         P("05", "round_terms", ('c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
-                                 'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0')),
-         first="test_round_terms"),
-    Case("05", "round_terms", "one c pooled over every k and no c_round: the per-token model without its line",
-         P("05", "round_terms", ("if len(set(xs)) == 1:", "if True:")),
-         first="test_round_terms"),
-    Case("05", "round_terms", "the line's slope taken as c_round and its intercept as c",
-         P("05", "round_terms", ("        c_round = y_bar - c * x_bar\n", "        c, c_round = y_bar - c * x_bar, c\n")),
-         first="test_round_terms"),
-    Case("05", "round_terms", "the line through each k's total seconds, not its seconds per round",
-         P("05", "round_terms", ('xs = [p["drafted"] / p["rounds"] for p in profile.values()]', 'xs = [p["drafted"] for p in profile.values()]'),
-           ('ys = [p["propose_seconds"] / p["rounds"] / token_seconds for p in profile.values()]',
-            'ys = [p["propose_seconds"] / token_seconds for p in profile.values()]')),
-         first="test_round_terms"),
-    Case("05", "round_terms", "o keeps the verify forward in the round's rest",
-         P("05", "round_terms", ('rest = sum(p["total_seconds"] - p["propose_seconds"] - p["verify_seconds"] for p in profile.values())',
-                                 'rest = sum(p["total_seconds"] - p["propose_seconds"] for p in profile.values())')),
-         first="test_round_terms"),
-    Case("05", "round_terms", "v(k) per round forgotten: the verify seconds of all rounds",
-         P("05", "round_terms", ('float(p["verify_seconds"] / p["rounds"] / token_seconds)', 'float(p["verify_seconds"] / token_seconds)')),
-         first="test_round_terms"),
-    Case("05", "round_terms", "a profile with no drafted token divides by zero instead of raising ValueError",
-         P("05", "round_terms", ('    if drafted == 0:\n        raise ValueError("profile holds no drafted token: c cannot be measured")\n', "")),
-         first="test_round_terms_bad_input"),
-    Case("05", "predicted_speedup", "the round overhead paid per drafted token, k (c + o)",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["o"]) + terms["c_round"] + terms["v"][k]')),
-         first="test_predicted_speedup"),
-    Case("05", "predicted_speedup", "the bare model: no round overhead",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k]')),
-         first="test_predicted_speedup"),
-    Case("05", "predicted_speedup", "the proposer's cost per round left out",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * terms["c"] + terms["v"][k] + terms["o"]')),
-         first="test_predicted_speedup"),
-    Case("05", "predicted_speedup", "the proposer's cost per round paid per drafted token, k (c + c_round)",
-         P("05", "predicted_speedup", ('cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]', 'cost = k * (terms["c"] + terms["c_round"]) + terms["v"][k] + terms["o"]')),
-         first="test_predicted_speedup"),
-    Case("05", "ngram_propose", "the earliest match instead of the most recent", P("05", "ngram_propose", ("j = int(hits[-1, 0])", "j = int(hits[0, 0])"))),
-    Case("05", "ngram_propose", "no overlap between the match and the suffix",
-         P("05", "ngram_propose", ("windows = tokens[:L - 1].unfold(0, n, 1)", "windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)")),
-         first="test_ngram_propose"),
+'''
+        ),
+    ),
+    Case(
+        "05",
+        "estimate_alpha",
+        "a failure counted in every round, also the fully accepted ones",
+        P(
+            "05",
+            "estimate_alpha",
+            ("failures = sum(1 for n, k in zip(accepted, drafted) if n < k)", "failures = len(accepted)"),
+        ),
+    ),
+    Case(
+        "05",
+        "estimate_alpha",
+        "no rounds: ZeroDivisionError instead of ValueError",
+        P(
+            "05",
+            "estimate_alpha",
+            (
+                '    if successes + failures == 0:\n        raise ValueError("drafted holds no tested draft token (no rounds, or every round drafted 0)")\n',
+                "",
+            ),
+        ),
+        first="test_estimate_alpha_bad_input",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "no line (every k at one point): c as the mean of each k's cost per drafted token, not pooled",
+        P(
+            "05",
+            "round_terms",
+            (
+                'c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
+                'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0',
+            ),
+        ),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "one c pooled over every k and no c_round: the per-token model without its line",
+        P("05", "round_terms", ("if len(set(xs)) == 1:", "if True:")),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "the line's slope taken as c_round and its intercept as c",
+        P(
+            "05",
+            "round_terms",
+            ("        c_round = y_bar - c * x_bar\n", "        c, c_round = y_bar - c * x_bar, c\n"),
+        ),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "the line through each k's total seconds, not its seconds per round",
+        P(
+            "05",
+            "round_terms",
+            (
+                'xs = [p["drafted"] / p["rounds"] for p in profile.values()]',
+                'xs = [p["drafted"] for p in profile.values()]',
+            ),
+            (
+                'ys = [p["propose_seconds"] / p["rounds"] / token_seconds for p in profile.values()]',
+                'ys = [p["propose_seconds"] / token_seconds for p in profile.values()]',
+            ),
+        ),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "o keeps the verify forward in the round's rest",
+        P(
+            "05",
+            "round_terms",
+            (
+                'rest = sum(p["total_seconds"] - p["propose_seconds"] - p["verify_seconds"] for p in profile.values())',
+                'rest = sum(p["total_seconds"] - p["propose_seconds"] for p in profile.values())',
+            ),
+        ),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "v(k) per round forgotten: the verify seconds of all rounds",
+        P(
+            "05",
+            "round_terms",
+            ('float(p["verify_seconds"] / p["rounds"] / token_seconds)', 'float(p["verify_seconds"] / token_seconds)'),
+        ),
+        first="test_round_terms",
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "a profile with no drafted token divides by zero instead of raising ValueError",
+        P(
+            "05",
+            "round_terms",
+            (
+                '    if drafted == 0:\n        raise ValueError("profile holds no drafted token: c cannot be measured")\n',
+                "",
+            ),
+        ),
+        first="test_round_terms_bad_input",
+    ),
+    Case(
+        "05",
+        "predicted_speedup",
+        "the round overhead paid per drafted token, k (c + o)",
+        P(
+            "05",
+            "predicted_speedup",
+            (
+                'cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]',
+                'cost = k * (terms["c"] + terms["o"]) + terms["c_round"] + terms["v"][k]',
+            ),
+        ),
+        first="test_predicted_speedup",
+    ),
+    Case(
+        "05",
+        "predicted_speedup",
+        "the bare model: no round overhead",
+        P(
+            "05",
+            "predicted_speedup",
+            (
+                'cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]',
+                'cost = k * terms["c"] + terms["v"][k]',
+            ),
+        ),
+        first="test_predicted_speedup",
+    ),
+    Case(
+        "05",
+        "predicted_speedup",
+        "the proposer's cost per round left out",
+        P(
+            "05",
+            "predicted_speedup",
+            (
+                'cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]',
+                'cost = k * terms["c"] + terms["v"][k] + terms["o"]',
+            ),
+        ),
+        first="test_predicted_speedup",
+    ),
+    Case(
+        "05",
+        "predicted_speedup",
+        "the proposer's cost per round paid per drafted token, k (c + c_round)",
+        P(
+            "05",
+            "predicted_speedup",
+            (
+                'cost = k * terms["c"] + terms["c_round"] + terms["v"][k] + terms["o"]',
+                'cost = k * (terms["c"] + terms["c_round"]) + terms["v"][k] + terms["o"]',
+            ),
+        ),
+        first="test_predicted_speedup",
+    ),
+    Case(
+        "05",
+        "ngram_propose",
+        "the earliest match instead of the most recent",
+        P("05", "ngram_propose", ("j = int(hits[-1, 0])", "j = int(hits[0, 0])")),
+    ),
+    Case(
+        "05",
+        "ngram_propose",
+        "no overlap between the match and the suffix",
+        P(
+            "05",
+            "ngram_propose",
+            (
+                "windows = tokens[:L - 1].unfold(0, n, 1)",
+                "windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)",
+            ),
+        ),
+        first="test_ngram_propose",
+    ),
     # 06
-    Case("06", "roofline_step_seconds", "FLOPs from bytes: 2 x weight_bytes(cfg, bytes_per_param) x tokens",
-         P("06", "roofline_step_seconds", ("compute_s = 2 * weight_bytes(cfg, 1) * tokens", "compute_s = 2 * weight_bytes(cfg, bytes_per_param) * tokens"))),
-    Case("06", "roofline_step_seconds", "memory time always in bf16 (ignores bytes_per_param)",
-         P("06", "roofline_step_seconds", ("decode_step_seconds(weight_bytes(cfg, bytes_per_param),", "decode_step_seconds(weight_bytes(cfg),")),
-         first="test_roofline_step_seconds"),
-    Case("06", "roofline_step_seconds", "compute not split across the GPUs",
-         P("06", "roofline_step_seconds", ("/ (n_gpus * gpu.flops_per_s)", "/ gpu.flops_per_s"))),
-    Case("06", "spec_tokens_per_second", "verify step over k tokens instead of k + 1",
-         P("06", "spec_tokens_per_second", ("tokens=k + 1)", "tokens=k)")), first="test_spec_tokens_per_second"),
-    Case("06", "spec_tokens_per_second", "k + 1 draft steps per round", P("06", "spec_tokens_per_second", ("(k * draft_s + verify_s)", "((k + 1) * draft_s + verify_s)"))),
-    Case("06", "spec_tokens_per_second", "ignores the draft step floor", P("06", "spec_tokens_per_second", ("draft_s = max(roofline_step_seconds(draft_cfg, gpu, n_gpus), draft_step_floor_s)",
-                                                                          "draft_s = roofline_step_seconds(draft_cfg, gpu, n_gpus)"))),
-    Case("06", "memory_needed_bytes", "the draft's KV cache forgotten (its weights counted)", lambda: '''
+    Case(
+        "06",
+        "roofline_step_seconds",
+        "FLOPs from bytes: 2 x weight_bytes(cfg, bytes_per_param) x tokens",
+        P(
+            "06",
+            "roofline_step_seconds",
+            (
+                "compute_s = 2 * weight_bytes(cfg, 1) * tokens",
+                "compute_s = 2 * weight_bytes(cfg, bytes_per_param) * tokens",
+            ),
+        ),
+    ),
+    Case(
+        "06",
+        "roofline_step_seconds",
+        "memory time always in bf16 (ignores bytes_per_param)",
+        P(
+            "06",
+            "roofline_step_seconds",
+            ("decode_step_seconds(weight_bytes(cfg, bytes_per_param),", "decode_step_seconds(weight_bytes(cfg),"),
+        ),
+        first="test_roofline_step_seconds",
+    ),
+    Case(
+        "06",
+        "roofline_step_seconds",
+        "compute not split across the GPUs",
+        P("06", "roofline_step_seconds", ("/ (n_gpus * gpu.flops_per_s)", "/ gpu.flops_per_s")),
+    ),
+    Case(
+        "06",
+        "spec_tokens_per_second",
+        "verify step over k tokens instead of k + 1",
+        P("06", "spec_tokens_per_second", ("tokens=k + 1)", "tokens=k)")),
+        first="test_spec_tokens_per_second",
+    ),
+    Case(
+        "06",
+        "spec_tokens_per_second",
+        "k + 1 draft steps per round",
+        P("06", "spec_tokens_per_second", ("(k * draft_s + verify_s)", "((k + 1) * draft_s + verify_s)")),
+    ),
+    Case(
+        "06",
+        "spec_tokens_per_second",
+        "ignores the draft step floor",
+        P(
+            "06",
+            "spec_tokens_per_second",
+            (
+                "draft_s = max(roofline_step_seconds(draft_cfg, gpu, n_gpus), draft_step_floor_s)",
+                "draft_s = roofline_step_seconds(draft_cfg, gpu, n_gpus)",
+            ),
+        ),
+    ),
+    Case(
+        "06",
+        "memory_needed_bytes",
+        "the draft's KV cache forgotten (its weights counted)",
+        lambda: (
+            '''
 def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
     if not batch >= 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
@@ -387,83 +959,290 @@ def memory_needed_bytes(target_cfg, draft_cfg, batch, context):
         raise ValueError(f"context must be >= 0, got {context}")
     total = weight_bytes(target_cfg) + batch * context * kv_bytes_per_token(target_cfg)
     return int(total + (0 if draft_cfg is None else weight_bytes(draft_cfg)))
-'''),
-    Case("06", "memory_needed_bytes", "GB instead of bytes", P("06", "memory_needed_bytes", ("return int(sum(", "return (1e-9 * sum(")), ),
-    Case("06", "max_concurrent_sequences", "reserve taken from what the weights leave, not from the whole memory",
-         P("06", "max_concurrent_sequences", ("free = (1 - reserve_fraction) * n_gpus * gpu_memory_bytes - weight_bytes_total",
-                                              "free = (1 - reserve_fraction) * (n_gpus * gpu_memory_bytes - weight_bytes_total)"))),
-    Case("06", "max_concurrent_sequences", "round() instead of floor", P("06", "max_concurrent_sequences", ("int(math.floor(free / (context * kv_bytes_per_token_total)))", "int(round(free / (context * kv_bytes_per_token_total)))")),
-         first="test_max_concurrent_sequences"),
-    Case("06", "max_concurrent_sequences", "a negative count when the weights do not fit",
-         P("06", "max_concurrent_sequences", ("    if free <= 0:\n        return 0\n", "")), first="test_max_concurrent_sequences"),
+'''
+        ),
+    ),
+    Case(
+        "06",
+        "memory_needed_bytes",
+        "GB instead of bytes",
+        P("06", "memory_needed_bytes", ("return int(sum(", "return (1e-9 * sum(")),
+    ),
+    Case(
+        "06",
+        "max_concurrent_sequences",
+        "reserve taken from what the weights leave, not from the whole memory",
+        P(
+            "06",
+            "max_concurrent_sequences",
+            (
+                "free = (1 - reserve_fraction) * n_gpus * gpu_memory_bytes - weight_bytes_total",
+                "free = (1 - reserve_fraction) * (n_gpus * gpu_memory_bytes - weight_bytes_total)",
+            ),
+        ),
+    ),
+    Case(
+        "06",
+        "max_concurrent_sequences",
+        "round() instead of floor",
+        P(
+            "06",
+            "max_concurrent_sequences",
+            (
+                "int(math.floor(free / (context * kv_bytes_per_token_total)))",
+                "int(round(free / (context * kv_bytes_per_token_total)))",
+            ),
+        ),
+        first="test_max_concurrent_sequences",
+    ),
+    Case(
+        "06",
+        "max_concurrent_sequences",
+        "a negative count when the weights do not fit",
+        P("06", "max_concurrent_sequences", ("    if free <= 0:\n        return 0\n", "")),
+        first="test_max_concurrent_sequences",
+    ),
     # 10: batched accept, rollback, serving metrics, the gate
-    Case("10", "batched_accept", "counts every matching draft, not the leading ones",
-         P("10", "batched_accept", ("n_accepted = agree.cumprod(dim=1).sum(dim=1)", "n_accepted = agree.sum(dim=1)")), first="test_batched_accept"),
-    Case("10", "batched_accept", "next token is always the bonus (last) position",
-         P("10", "batched_accept", (".gather(1, n_accepted.view(-1, 1)).view(-1)", "[:, -1].clone()")), first="test_batched_accept"),
-    Case("10", "batched_accept", "no check that target_argmax has k + 1 columns",
-         P("10", "batched_accept", ("or tuple(target_argmax.shape) != (B, k + 1)):", "or target_argmax.shape[0] != B):")),
-         first="test_batched_accept_bad_input"),
-    Case("10", "rollback", "off by one: also rejects the token fed first (keeps n, not n + 1 slots)",
-         P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot < n_accepted.view(-1, 1))")), first="test_rollback"),
-    Case("10", "rollback", "changes the caller's mask in place",
-         P("10", "rollback", ("new_mask = mask.clone()", "new_mask = mask")), first="test_rollback"),
-    Case("10", "rollback", "truncates every row to the smallest acceptance",
-         P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot <= n_accepted.min())")), first="test_rollback"),
-    Case("10", "rollback", "lengths left unchanged",
-         P("10", "rollback", ("return new_mask, lengths - (k - n_accepted)", "return new_mask, lengths.clone()")), first="test_rollback"),
-    Case("10", "serving_metrics", "TPOT over all output tokens (not output tokens - 1)",
-         P("10", "serving_metrics", ("tpot = (finish - first) / (out - 1)", "tpot = (finish - first) / out")), first="test_serving_metrics"),
-    Case("10", "serving_metrics", "nearest-rank percentiles instead of numpy's linear default",
-         P("10", "serving_metrics", ('"ttft_p99": float(np.percentile(ttft, 99))', '"ttft_p99": float(np.percentile(ttft, 99, method="nearest"))')),
-         first="test_serving_metrics"),
-    Case("10", "serving_metrics", "a request exactly at a bound misses it (< instead of <=)",
-         P("10", "serving_metrics", ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft < ttft_slo) & (tpot < tpot_slo)")),
-         first="test_serving_metrics"),
-    Case("10", "serving_metrics", "goodput meeting either bound, not both",
-         P("10", "serving_metrics", ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft <= ttft_slo) | (tpot <= tpot_slo)")),
-         first="test_serving_metrics"),
-    Case("10", "serving_metrics", "span up to the last finish from time 0 (not from the first arrival)",
-         P("10", "serving_metrics", ("span = finish.max() - arrival.min()", "span = finish.max()")), first="test_serving_metrics"),
-    Case("10", "gate_k", "the longest context instead of the mean",
-         P("10", "gate_k", ("float(lengths.mean())", "float(lengths.max())")), first="test_gate_k"),
-    Case("10", "gate_k", "the round's own terms not passed on to best_k_for_batch",
-         P("10", "gate_k", ("best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes, c_step)",
-                            "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max)")), first="test_gate_k_best_k"),
-    Case("10", "gate_k", "c_step not passed on to best_k_for_batch",
-         P("10", "gate_k", ("best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes, c_step)",
-                            "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes)")), first="test_gate_k_best_k"),
-    Case("10", "gate_k", "no memory check (a state that does not fit raises instead of 0)",
-         P("10", "gate_k", ("    if not fits_in_memory(target, draft, gpu, batch, context):\n        return 0\n", "")), first="test_gate_k"),
+    Case(
+        "10",
+        "batched_accept",
+        "counts every matching draft, not the leading ones",
+        P("10", "batched_accept", ("n_accepted = agree.cumprod(dim=1).sum(dim=1)", "n_accepted = agree.sum(dim=1)")),
+        first="test_batched_accept",
+    ),
+    Case(
+        "10",
+        "batched_accept",
+        "next token is always the bonus (last) position",
+        P("10", "batched_accept", (".gather(1, n_accepted.view(-1, 1)).view(-1)", "[:, -1].clone()")),
+        first="test_batched_accept",
+    ),
+    Case(
+        "10",
+        "batched_accept",
+        "no check that target_argmax has k + 1 columns",
+        P(
+            "10",
+            "batched_accept",
+            ("or tuple(target_argmax.shape) != (B, k + 1)):", "or target_argmax.shape[0] != B):"),
+        ),
+        first="test_batched_accept_bad_input",
+    ),
+    Case(
+        "10",
+        "rollback",
+        "off by one: also rejects the token fed first (keeps n, not n + 1 slots)",
+        P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot < n_accepted.view(-1, 1))")),
+        first="test_rollback",
+    ),
+    Case(
+        "10",
+        "rollback",
+        "changes the caller's mask in place",
+        P("10", "rollback", ("new_mask = mask.clone()", "new_mask = mask")),
+        first="test_rollback",
+    ),
+    Case(
+        "10",
+        "rollback",
+        "truncates every row to the smallest acceptance",
+        P("10", "rollback", ("keep = (slot <= n_accepted.view(-1, 1))", "keep = (slot <= n_accepted.min())")),
+        first="test_rollback",
+    ),
+    Case(
+        "10",
+        "rollback",
+        "lengths left unchanged",
+        P("10", "rollback", ("return new_mask, lengths - (k - n_accepted)", "return new_mask, lengths.clone()")),
+        first="test_rollback",
+    ),
+    Case(
+        "10",
+        "serving_metrics",
+        "TPOT over all output tokens (not output tokens - 1)",
+        P("10", "serving_metrics", ("tpot = (finish - first) / (out - 1)", "tpot = (finish - first) / out")),
+        first="test_serving_metrics",
+    ),
+    Case(
+        "10",
+        "serving_metrics",
+        "nearest-rank percentiles instead of numpy's linear default",
+        P(
+            "10",
+            "serving_metrics",
+            (
+                '"ttft_p99": float(np.percentile(ttft, 99))',
+                '"ttft_p99": float(np.percentile(ttft, 99, method="nearest"))',
+            ),
+        ),
+        first="test_serving_metrics",
+    ),
+    Case(
+        "10",
+        "serving_metrics",
+        "a request exactly at a bound misses it (< instead of <=)",
+        P(
+            "10",
+            "serving_metrics",
+            ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft < ttft_slo) & (tpot < tpot_slo)"),
+        ),
+        first="test_serving_metrics",
+    ),
+    Case(
+        "10",
+        "serving_metrics",
+        "goodput meeting either bound, not both",
+        P(
+            "10",
+            "serving_metrics",
+            ("good = (ttft <= ttft_slo) & (tpot <= tpot_slo)", "good = (ttft <= ttft_slo) | (tpot <= tpot_slo)"),
+        ),
+        first="test_serving_metrics",
+    ),
+    Case(
+        "10",
+        "serving_metrics",
+        "span up to the last finish from time 0 (not from the first arrival)",
+        P("10", "serving_metrics", ("span = finish.max() - arrival.min()", "span = finish.max()")),
+        first="test_serving_metrics",
+    ),
+    Case(
+        "10",
+        "gate_k",
+        "the longest context instead of the mean",
+        P("10", "gate_k", ("float(lengths.mean())", "float(lengths.max())")),
+        first="test_gate_k",
+    ),
+    Case(
+        "10",
+        "gate_k",
+        "the round's own terms not passed on to best_k_for_batch",
+        P(
+            "10",
+            "gate_k",
+            (
+                "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max)",
+            ),
+        ),
+        first="test_gate_k_best_k",
+    ),
+    Case(
+        "10",
+        "gate_k",
+        "c_step not passed on to best_k_for_batch",
+        P(
+            "10",
+            "gate_k",
+            (
+                "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "best_k_for_batch(batch, context, alpha, target, draft, gpu, k_max, first_draft_tokens, c_round, sampler_passes)",
+            ),
+        ),
+        first="test_gate_k_best_k",
+    ),
+    Case(
+        "10",
+        "gate_k",
+        "no memory check (a state that does not fit raises instead of 0)",
+        P("10", "gate_k", ("    if not fits_in_memory(target, draft, gpu, batch, context):\n        return 0\n", "")),
+        first="test_gate_k",
+    ),
     # 11: the engines' counters, alpha from them, a trace from a stream, vLLM's gate
-    Case("11", "read_spec_counters", "keeps '_total' in the name (vLLM's counters are missed)",
-         P("11", "read_spec_counters", ('        if name.endswith("_total"):\n            name = name[: -len("_total")]\n', ""))),
-    Case("11", "read_spec_counters", "keeps the prefix before ':' (llama.cpp's counters are missed)",
-         P("11", "read_spec_counters", ('name = match.group(1).rsplit(":", 1)[-1]', "name = match.group(1)"))),
-    Case("11", "read_spec_counters", "the last series wins (series of one counter not added up)",
-         P("11", "read_spec_counters", ("totals[names[name]] = totals.get(names[name], 0) + int(value)", "totals[names[name]] = int(value)"))),
-    Case("11", "acceptance_from_counters", "alpha as accepted / drafted (the engine's acceptance rate)",
-         P("11", "acceptance_from_counters", ('"alpha": float(accepted / (accepted + drafts - per[-1]))', '"alpha": float(accepted / draft_tokens)'))),
-    Case("11", "acceptance_from_counters", "tau without the target's own token (A / D)",
-         P("11", "acceptance_from_counters", ('"tau": float(1 + accepted / drafts)', '"tau": float(accepted / drafts)'))),
-    Case("11", "trace_from_stream", "first token at the first chunk, even one carrying no token",
-         P("11", "trace_from_stream", ("            if n > 0:\n                first = when if first is None else first\n",
-                                       "            first = when if first is None else first\n            if n > 0:\n"))),
-    Case("11", "trace_from_stream", "counts chunks, not tokens",
-         P("11", "trace_from_stream", ("finish, tokens = when, tokens + int(n)", "finish, tokens = when, tokens + 1"))),
-    Case("11", "vllm_gate_config", "equal neighbours not merged",
-         P("11", "vllm_gate_config", ("if ranges and ranges[-1][2] == k:", "if False:"))),
-    Case("11", "vllm_gate_config", "a table of zeros instead of None when speculation is off everywhere",
-         P("11", "vllm_gate_config", ("    if k_max == 0:\n        return None\n", ""))),
-    Case("11", "vllm_gate_config", "the last range ends at the largest decided batch, not at max_num_seqs",
-         P("11", "vllm_gate_config", ("else int(max_num_seqs)", "else batch"))),
+    Case(
+        "11",
+        "read_spec_counters",
+        "keeps '_total' in the name (vLLM's counters are missed)",
+        P(
+            "11",
+            "read_spec_counters",
+            ('        if name.endswith("_total"):\n            name = name[: -len("_total")]\n', ""),
+        ),
+    ),
+    Case(
+        "11",
+        "read_spec_counters",
+        "keeps the prefix before ':' (llama.cpp's counters are missed)",
+        P("11", "read_spec_counters", ('name = match.group(1).rsplit(":", 1)[-1]', "name = match.group(1)")),
+    ),
+    Case(
+        "11",
+        "read_spec_counters",
+        "the last series wins (series of one counter not added up)",
+        P(
+            "11",
+            "read_spec_counters",
+            ("totals[names[name]] = totals.get(names[name], 0) + int(value)", "totals[names[name]] = int(value)"),
+        ),
+    ),
+    Case(
+        "11",
+        "acceptance_from_counters",
+        "alpha as accepted / drafted (the engine's acceptance rate)",
+        P(
+            "11",
+            "acceptance_from_counters",
+            ('"alpha": float(accepted / (accepted + drafts - per[-1]))', '"alpha": float(accepted / draft_tokens)'),
+        ),
+    ),
+    Case(
+        "11",
+        "acceptance_from_counters",
+        "tau without the target's own token (A / D)",
+        P("11", "acceptance_from_counters", ('"tau": float(1 + accepted / drafts)', '"tau": float(accepted / drafts)')),
+    ),
+    Case(
+        "11",
+        "trace_from_stream",
+        "first token at the first chunk, even one carrying no token",
+        P(
+            "11",
+            "trace_from_stream",
+            (
+                "            if n > 0:\n                first = when if first is None else first\n",
+                "            first = when if first is None else first\n            if n > 0:\n",
+            ),
+        ),
+    ),
+    Case(
+        "11",
+        "trace_from_stream",
+        "counts chunks, not tokens",
+        P("11", "trace_from_stream", ("finish, tokens = when, tokens + int(n)", "finish, tokens = when, tokens + 1")),
+    ),
+    Case(
+        "11",
+        "vllm_gate_config",
+        "equal neighbours not merged",
+        P("11", "vllm_gate_config", ("if ranges and ranges[-1][2] == k:", "if False:")),
+    ),
+    Case(
+        "11",
+        "vllm_gate_config",
+        "a table of zeros instead of None when speculation is off everywhere",
+        P("11", "vllm_gate_config", ("    if k_max == 0:\n        return None\n", "")),
+    ),
+    Case(
+        "11",
+        "vllm_gate_config",
+        "the last range ends at the largest decided batch, not at max_num_seqs",
+        P("11", "vllm_gate_config", ("else int(max_num_seqs)", "else batch")),
+    ),
 ]
 
 # ------------------------------------------------------------------------------ correct, written differently
 CORRECT = [
-    Case("04", "verify", "a Python loop over the drafts (one uniform per draft, stop at the first rejection)",
-         cases04.LOOP_VERIFY),
-    Case("04", "speculative_generate", "no KV cache: every forward recomputes the whole sequence (exact, slower)", '''
+    Case(
+        "04",
+        "verify",
+        "a Python loop over the drafts (one uniform per draft, stop at the first rejection)",
+        cases04.LOOP_VERIFY,
+    ),
+    Case(
+        "04",
+        "speculative_generate",
+        "no KV cache: every forward recomputes the whole sequence (exact, slower)",
+        '''
 @torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
     """Speculative decoding without caches: each model reruns the whole sequence at every forward."""
@@ -492,8 +1271,13 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
         stats["accepted"] += n
         stats["per_round"].append((k_round, n))
     return tokens[:, :T + max_new_tokens], stats
-'''),
-    Case("03", "expected_tokens", "numpy inside (the series with np.arange), a different error message", '''
+''',
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "numpy inside (the series with np.arange), a different error message",
+        '''
 def expected_tokens(alpha, k):
     """(1 - alpha**(k+1)) / (1 - alpha) tokens per round, as the series 1 + alpha + ... + alpha**k."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -501,8 +1285,13 @@ def expected_tokens(alpha, k):
     if not (0.0 <= alpha <= 1.0):
         raise ValueError(f"bad alpha={alpha!r}: an acceptance rate lies in [0, 1]")
     return float(np.sum(float(alpha) ** np.arange(int(k) + 1)))
-'''),
-    Case("03", "expected_tokens", "no float() conversion of the inputs: numpy scalars in, numpy scalars out (numpy inputs are not specified)", '''
+''',
+    ),
+    Case(
+        "03",
+        "expected_tokens",
+        "no float() conversion of the inputs: numpy scalars in, numpy scalars out (numpy inputs are not specified)",
+        '''
 def expected_tokens(alpha, k):
     """(1 - alpha**(k+1)) / (1 - alpha); k + 1 at alpha = 1."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
@@ -512,31 +1301,51 @@ def expected_tokens(alpha, k):
     if alpha == 1:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1.0 - alpha)
-'''),
-    Case("03", "speedup", "numpy inside", '''
+''',
+    ),
+    Case(
+        "03",
+        "speedup",
+        "numpy inside",
+        '''
 def speedup(alpha, k, c):
     """expected_tokens(alpha, k) / (k c + 1)."""
     if np.isnan(c) or c < 0:
         raise ValueError("c, the draft cost ratio, must be >= 0")
     return float(np.divide(expected_tokens(alpha, k), np.add(np.multiply(k, c), 1.0)))
-'''),
-    Case("03", "best_k", "np.argmax over all k (the first maximum is the smallest k)", '''
+''',
+    ),
+    Case(
+        "03",
+        "best_k",
+        "np.argmax over all k (the first maximum is the smallest k)",
+        '''
 def best_k(alpha, c, k_max=16):
     """The smallest k in 1..k_max with the highest speedup."""
     if isinstance(k_max, bool) or not isinstance(k_max, (int, np.integer)) or k_max < 1:
         raise ValueError("k_max: must be an integer >= 1")
     values = np.array([speedup(alpha, k, c) for k in range(1, k_max + 1)])
     return int(np.argmax(values)) + 1
-'''),
-    Case("01", "ridge_point", "a different but valid error message", '''
+''',
+    ),
+    Case(
+        "01",
+        "ridge_point",
+        "a different but valid error message",
+        '''
 def ridge_point(flops, bandwidth):
     """FLOP/B where compute time equals memory time."""
     for name, value in (("flops", flops), ("bandwidth", bandwidth)):
         if not value > 0:
             raise ValueError(f"invalid {name}={value!r} (expected a positive rate)")
     return flops / bandwidth * 1.0
-'''),
-    Case("05", "estimate_alpha", "numpy arrays and a different error message", '''
+''',
+    ),
+    Case(
+        "05",
+        "estimate_alpha",
+        "numpy arrays and a different error message",
+        '''
 def estimate_alpha(accepted, drafted):
     """alpha-hat = sum(n) / (sum(n) + rounds with n < k)."""
     a, d = np.asarray(accepted, dtype=np.int64), np.asarray(drafted, dtype=np.int64)
@@ -550,12 +1359,28 @@ def estimate_alpha(accepted, drafted):
     if tested == 0:
         raise ValueError("nothing tested: drafted is empty or all zero")
     return float(a.sum() / tested)
-'''),
-    Case("05", "estimate_alpha", "one range check 0 <= accepted[i] <= drafted[i] naming accepted (a negative drafted fails it too)",
-         P("05", "estimate_alpha", ("        if k < 0:\n            raise ValueError(f\"drafted counts must be >= 0, got {k}\")\n", ""),
-           ('raise ValueError(f"accepted counts must be in [0, drafted], got accepted {n} with drafted {k}")',
-            'raise ValueError(f"accepted: round count {n} out of range")'))),
-    Case("05", "round_terms", "numpy sums and its own messages", lambda: '''
+''',
+    ),
+    Case(
+        "05",
+        "estimate_alpha",
+        "one range check 0 <= accepted[i] <= drafted[i] naming accepted (a negative drafted fails it too)",
+        P(
+            "05",
+            "estimate_alpha",
+            ("        if k < 0:\n            raise ValueError(f\"drafted counts must be >= 0, got {k}\")\n", ""),
+            (
+                'raise ValueError(f"accepted counts must be in [0, drafted], got accepted {n} with drafted {k}")',
+                'raise ValueError(f"accepted: round count {n} out of range")',
+            ),
+        ),
+    ),
+    Case(
+        "05",
+        "round_terms",
+        "numpy sums and its own messages",
+        lambda: (
+            '''
 def round_terms(profile, token_seconds):
     import numpy as np
     if isinstance(token_seconds, bool) or not np.isfinite(token_seconds) or token_seconds <= 0:
@@ -582,8 +1407,14 @@ def round_terms(profile, token_seconds):
         c, c_round = np.polyfit(x, y, 1)
     o = (rows[:, 4] - rows[:, 2] - rows[:, 3]).sum() / rows[:, 0].sum() / token_seconds
     return {"c": float(c), "c_round": float(c_round), "o": float(o), "v": {int(k): float(p["verify_seconds"] / p["rounds"] / token_seconds) for k, p in profile.items()}}
-'''),
-    Case("05", "ngram_propose", "a plain loop from the end and a different error message", '''
+'''
+        ),
+    ),
+    Case(
+        "05",
+        "ngram_propose",
+        "a plain loop from the end and a different error message",
+        '''
 def ngram_propose(tokens, n, k):
     """Tokens that followed the most recent earlier occurrence of the last n tokens (at most k)."""
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1:
@@ -598,8 +1429,13 @@ def ngram_propose(tokens, n, k):
         if ids[j:j + n] == ids[L - n:]:
             return torch.tensor(ids[j + n:j + n + k], dtype=torch.long)
     return torch.zeros(0, dtype=torch.long)
-'''),
-    Case("06", "max_concurrent_sequences", "counts with // on floats and a different error message", '''
+''',
+    ),
+    Case(
+        "06",
+        "max_concurrent_sequences",
+        "counts with // on floats and a different error message",
+        '''
 def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_bytes_per_token_total, context,
                              reserve_fraction=0.1):
     """Whole sequences of `context` tokens whose KV fits next to the weights."""
@@ -611,128 +1447,495 @@ def max_concurrent_sequences(gpu_memory_bytes, n_gpus, weight_bytes_total, kv_by
             raise ValueError(f"out of range: {name}")
     usable = n_gpus * gpu_memory_bytes * (1 - reserve_fraction)
     return max(0, int((usable - weight_bytes_total) // (context * kv_bytes_per_token_total)))
-'''),
+''',
+    ),
 ]
 
 
 WRONG += [
-    Case("07", "step_seconds", "one sequence's KV for the whole batch (KV not multiplied by batch)",
-         P("07", "step_seconds", ('kv = batch * context * model["kv_bytes_per_token"]', 'kv = context * model["kv_bytes_per_token"]'))),
-    Case("07", "step_seconds", "KV re-read per query position (batch expansion where the multi-query kernel is stated)",
-         P("07", "step_seconds", ('kv = batch * context * model["kv_bytes_per_token"]', 'kv = batch * tokens * context * model["kv_bytes_per_token"]'))),
-    Case("07", "step_seconds", "one max over the terms instead of their sum (kernels overlapped)",
-         P("07", "step_seconds", ("return float(sum(step_terms(model, gpu, batch, context, tokens).values()))",
-                                  "return float(max(step_terms(model, gpu, batch, context, tokens).values()))"))),
-    Case("07", "step_seconds", "the input embedding counted as streamed",
-         P("07", "step_seconds", ('"gemm": roofline(model["layer_bytes"], m * model["layer_bytes"]),',
-                                  '"gemm": roofline(model["weight_bytes"] - model["lm_head_bytes"], m * (model["weight_bytes"] - model["lm_head_bytes"])),'))),
-    Case("07", "step_seconds", "tensor parallelism without the all-reduce term",
-         P("07", "step_seconds", ("    if n > 1:\n", "    if n > 1 and False:\n"))),
-    Case("07", "step_seconds", "tensor parallelism: every GPU reads all the bytes (not 1/n)",
-         P("07", "step_seconds", ("return max(n_bytes / n / bw, n_flops / n / flops)", "return max(n_bytes / bw, n_flops / n / flops)"))),
-    Case("07", "step_seconds", "the fixed cost left out",
-         P("07", "step_seconds", ('"fixed": gpu.fixed_s + (gpu.fixed_s_per_layer * model["layers"] if isinstance(gpu, TPGroup) else 0.0),', '"fixed": 0.0,'))),
-    Case("07", "step_seconds", "the fixed cost per forward left out (per layer only)",
-         P("07", "step_seconds", ('"fixed": gpu.fixed_s + (', '"fixed": 0.0 + ('))),
-    Case("07", "step_seconds", "the attained fractions left out (datasheet peaks whatever the GPU attains)",
-         P("07", "step_seconds", ("bw, flops, m = gpu.bandwidth_bytes_per_s * gpu.mbu, gpu.flops_per_s * gpu.mfu, batch * tokens",
-                                  "bw, flops, m = gpu.bandwidth_bytes_per_s, gpu.flops_per_s, batch * tokens"))),
-    Case("07", "step_seconds", "the bandwidth fraction applied to the KV read twice",
-         P("07", "step_seconds", ('"attention": roofline(kv, ', '"attention": roofline(kv / gpu.mbu, '))),
-    Case("07", "step_seconds", "the fixed cost per layer counted per token (x M)",
-         P("07", "step_seconds", ('gpu.fixed_s_per_layer * model["layers"] if', 'gpu.fixed_s_per_layer * model["layers"] * m if'))),
-    Case("07", "step_seconds", "the fixed cost per forward counted per token (x M)",
-         P("07", "step_seconds", ('"fixed": gpu.fixed_s + (', '"fixed": m * gpu.fixed_s + ('))),
-    Case("07", "spec_speedup", "the draft costs nothing even when it is a model",
-         P("07", "spec_speedup", ("    if draft is not None:\n        dg = draft_gpus(gpu)", "    if False:\n        dg = draft_gpus(gpu)"))),
-    Case("07", "spec_speedup", "the draft's first pass left out (one token whatever first_draft_tokens says)",
-         P("07", "spec_speedup", ("step_seconds(draft, dg, batch, context, tokens=first)", "step_seconds(draft, dg, batch, context)"))),
-    Case("07", "spec_speedup", "the first pass added to k one-token steps (k + 1 draft forwards)",
-         P("07", "spec_speedup", ("+ (k - 1) * step_seconds(draft, dg, batch, context)", "+ k * step_seconds(draft, dg, batch, context)"))),
-    Case("07", "spec_speedup", "the draft cost per drafted token only (c_round left out)",
-         P("07", "spec_speedup", ("(draft_s + c_round + c_step + verify)", "(draft_s + c_step + verify)"))),
-    Case("07", "spec_speedup", "c_step on the round only (the plain step does not pay the scheduler)",
-         P("07", "spec_speedup", ("sampler_seconds(target, gpu, batch, sampler_passes) + c_step\n", "sampler_seconds(target, gpu, batch, sampler_passes)\n"))),
-    Case("07", "spec_speedup", "c_step paid by every forward of the round (k draft steps and the verify)",
-         P("07", "spec_speedup", ("(draft_s + c_round + c_step + verify)", "(draft_s + c_round + (k + 1) * c_step + verify)"))),
-    Case("07", "spec_speedup", "the sampler on the verify only",
-         P("07", "spec_speedup", ("plain = step_seconds(target, gpu, batch, context) + sampler_seconds(target, gpu, batch, sampler_passes) + c_step",
-                                  "plain = step_seconds(target, gpu, batch, context) + c_step"),
-           (" + k * sampler_seconds(draft, dg, batch, sampler_passes))", ")"))),
-    Case("07", "spec_speedup", "first_draft_tokens taken as a number even when it is a function of k (vLLM's k + 2 read as 1)",
-         P("07", "spec_speedup", ("first = first_pass_tokens(first_draft_tokens, k)", "first = first_draft_tokens if not callable(first_draft_tokens) else 1"))),
-    Case("07", "spec_speedup", "the draft on the target's GPUs whatever draft_n says",
-         P("07", "spec_speedup", ("dg = draft_gpus(gpu)", "dg = gpu"))),
-    Case("07", "spec_speedup", "KV left out (the zero-context model at every context)",
-         P("07", "spec_speedup", ("plain = step_seconds(target, gpu, batch, context) + sampler_seconds",
-                                  "plain = step_seconds(target, gpu, batch, 0) + sampler_seconds"),
-           ("verify = step_seconds(target, gpu, batch, context, tokens=k + 1)",
-            "verify = step_seconds(target, gpu, batch, 0, tokens=k + 1)"))),
-    Case("07", "fit_step_line", "the line through the origin (no intercept, fixed_s 0)",
-         P("07", "fit_step_line", ("fixed, per_token, per_kv = np.linalg.lstsq(X, y, rcond=None)[0]",
-                                   "fixed, (per_token, per_kv) = 0.0, np.linalg.lstsq(X[:, 1:], y, rcond=None)[0]"))),
-    Case("07", "fit_step_line", "the KV column one sequence's context (L), not batch x context",
-         P("07", "fit_step_line", ("X = np.array([[1.0, b * t, b * L] for", "X = np.array([[1.0, b * t, L] for"))),
-    Case("07", "fit_step_line", "batched tokens as the batch (a verify row's k + 1 tokens not counted)",
-         P("07", "fit_step_line", ("X = np.array([[1.0, b * t, b * L] for", "X = np.array([[1.0, b, b * L] for")), first="test_fit_step_line"),
-    Case("07", "line_speedup", "the drafter's cost per token not multiplied by the batch",
-         P("07", "line_speedup", ("return float(tau * step(1) / (c_round + c_token * batch * k + step(k + 1)))", "return float(tau * step(1) / (c_round + c_token * k + step(k + 1)))"))),
-    Case("07", "line_speedup", "the verify over k tokens, not k + 1",
-         P("07", "line_speedup", ("return float(tau * step(1) / (c_round + c_token * batch * k + step(k + 1)))", "return float(tau * step(1) / (c_round + c_token * batch * k + step(k)))"))),
-    Case("07", "line_crossover", "a speedup of exactly 1 counted as paying",
-         P("07", "line_crossover", ("<= 1.0:", "< 1.0:"))),
-    Case("07", "line_crossover", "the batches in the order given, not ascending",
-         P("07", "line_crossover", ("ordered = sorted(batches)", "ordered = list(batches)"))),
-    Case("07", "break_even_batch", "the round's own terms not passed on (the bare round at every state)",
-         P("07", "break_even_batch", ("spec_speedup(batch + 1, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round,\n                                                  sampler_passes, c_step) > 1.0:",
-                                      "spec_speedup(batch + 1, context, alpha, k, target, draft, gpu) > 1.0:"))),
-    Case("07", "break_even_batch", "the first batch that does not pay instead of the last that does",
-         P("07", "break_even_batch", ("return int(batch), bool(batch == limit)",
-                                      "return int(batch + 1), bool(batch == limit)"))),
-    Case("08", "check_claim", "a round above k + 1 plain steps left to break_even_alpha (which raises)",
-         P("08", "check_claim", ("alphas = tuple(break_even_alpha(k, ratio) if ratio <= k + 1 else None for ratio in ratios)",
-                                 "alphas = tuple(break_even_alpha(k, ratio) for ratio in ratios)"))),
-    Case("08", "round_cost_ratio", "the draft runs once per round, not k times",
-         P("08", "round_cost_ratio", (" + (k - 1) * step_seconds(draft, dg, batch, context)", ""))),
-    Case("08", "round_cost_ratio", "c_round left out of the round",
-         P("08", "round_cost_ratio", ("return float((draft_s + c_round + c_step + verify) / plain)", "return float((draft_s + c_step + verify) / plain)")),
-         first="test_round_cost_ratio"),
-    Case("08", "round_cost_ratio", "c_step in the round only (the plain step does not pay the scheduler)",
-         P("08", "round_cost_ratio", ("sampler_seconds(target, gpu, batch, sampler_passes) + c_step   # checks the rest",
-                                      "sampler_seconds(target, gpu, batch, sampler_passes)   # checks the rest")),
-         first="test_round_cost_ratio"),
-    Case("08", "round_cost_ratio", "the sampler left out of the plain step (the round pays it, the baseline does not)",
-         P("08", "round_cost_ratio", ("plain = step_seconds(target, gpu, batch, context) + sampler_seconds(target, gpu, batch, sampler_passes) + c_step",
-                                      "plain = step_seconds(target, gpu, batch, context) + 0 * sampler_seconds(target, gpu, batch, sampler_passes) + c_step")),
-         first="test_round_cost_ratio"),
-    Case("08", "round_cost_ratio", "the first pass read as one token whatever first_draft_tokens says",
-         P("08", "round_cost_ratio", ("step_seconds(draft, dg, batch, context, tokens=first)", "step_seconds(draft, dg, batch, context)")),
-         first="test_round_cost_ratio"),
-    Case("08", "should_speculate", "the round's own terms not passed on to spec_speedup",
-         P("08", "should_speculate", ("spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
-                                      "spec_speedup(batch, context, alpha, k, target, draft, gpu)"))),
-    Case("08", "should_speculate", "c_step not passed on (the round's terms are, the step's is not)",
-         P("08", "should_speculate", ("spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
-                                      "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes)"))),
-    Case("08", "best_k_for_batch", "the round's own terms not passed on to spec_speedup",
-         P("08", "best_k_for_batch", ("spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
-                                      "spec_speedup(batch, context, alpha, k, target, draft, gpu)")), first="test_best_k_for_batch"),
-    Case("08", "best_k_for_batch", "vLLM's first pass fixed at k_max + 2 for every k (not a function of each k)",
-         P("08", "best_k_for_batch", ("spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
-                                      "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_pass_tokens(first_draft_tokens, k_max), c_round, sampler_passes, c_step)")),
-         first="test_best_k_for_batch"),
-    Case("08", "deployment_plan", "the round's own terms not passed on to best_k_for_batch",
-         P("08", "deployment_plan", ("k = best_k_for_batch(state[0], state[1], a, target, draft, gpu, k_max, *terms)",
-                                     "k = best_k_for_batch(state[0], state[1], a, target, draft, gpu, k_max)")), first="test_deployment_plan"),
-    Case("08", "best_k_for_batch", "ties go to the largest k", P("08", "best_k_for_batch", ("if value > best_value:", "if value >= best_value and k > 0:"))),
+    Case(
+        "07",
+        "step_seconds",
+        "one sequence's KV for the whole batch (KV not multiplied by batch)",
+        P(
+            "07",
+            "step_seconds",
+            ('kv = batch * context * model["kv_bytes_per_token"]', 'kv = context * model["kv_bytes_per_token"]'),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "KV re-read per query position (batch expansion where the multi-query kernel is stated)",
+        P(
+            "07",
+            "step_seconds",
+            (
+                'kv = batch * context * model["kv_bytes_per_token"]',
+                'kv = batch * tokens * context * model["kv_bytes_per_token"]',
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "one max over the terms instead of their sum (kernels overlapped)",
+        P(
+            "07",
+            "step_seconds",
+            (
+                "return float(sum(step_terms(model, gpu, batch, context, tokens).values()))",
+                "return float(max(step_terms(model, gpu, batch, context, tokens).values()))",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the input embedding counted as streamed",
+        P(
+            "07",
+            "step_seconds",
+            (
+                '"gemm": roofline(model["layer_bytes"], m * model["layer_bytes"]),',
+                '"gemm": roofline(model["weight_bytes"] - model["lm_head_bytes"], m * (model["weight_bytes"] - model["lm_head_bytes"])),',
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "tensor parallelism without the all-reduce term",
+        P("07", "step_seconds", ("    if n > 1:\n", "    if n > 1 and False:\n")),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "tensor parallelism: every GPU reads all the bytes (not 1/n)",
+        P(
+            "07",
+            "step_seconds",
+            ("return max(n_bytes / n / bw, n_flops / n / flops)", "return max(n_bytes / bw, n_flops / n / flops)"),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the fixed cost left out",
+        P(
+            "07",
+            "step_seconds",
+            (
+                '"fixed": gpu.fixed_s + (gpu.fixed_s_per_layer * model["layers"] if isinstance(gpu, TPGroup) else 0.0),',
+                '"fixed": 0.0,',
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the fixed cost per forward left out (per layer only)",
+        P("07", "step_seconds", ('"fixed": gpu.fixed_s + (', '"fixed": 0.0 + (')),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the attained fractions left out (datasheet peaks whatever the GPU attains)",
+        P(
+            "07",
+            "step_seconds",
+            (
+                "bw, flops, m = gpu.bandwidth_bytes_per_s * gpu.mbu, gpu.flops_per_s * gpu.mfu, batch * tokens",
+                "bw, flops, m = gpu.bandwidth_bytes_per_s, gpu.flops_per_s, batch * tokens",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the bandwidth fraction applied to the KV read twice",
+        P("07", "step_seconds", ('"attention": roofline(kv, ', '"attention": roofline(kv / gpu.mbu, ')),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the fixed cost per layer counted per token (x M)",
+        P(
+            "07",
+            "step_seconds",
+            ('gpu.fixed_s_per_layer * model["layers"] if', 'gpu.fixed_s_per_layer * model["layers"] * m if'),
+        ),
+    ),
+    Case(
+        "07",
+        "step_seconds",
+        "the fixed cost per forward counted per token (x M)",
+        P("07", "step_seconds", ('"fixed": gpu.fixed_s + (', '"fixed": m * gpu.fixed_s + (')),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the draft costs nothing even when it is a model",
+        P(
+            "07",
+            "spec_speedup",
+            ("    if draft is not None:\n        dg = draft_gpus(gpu)", "    if False:\n        dg = draft_gpus(gpu)"),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the draft's first pass left out (one token whatever first_draft_tokens says)",
+        P(
+            "07",
+            "spec_speedup",
+            ("step_seconds(draft, dg, batch, context, tokens=first)", "step_seconds(draft, dg, batch, context)"),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the first pass added to k one-token steps (k + 1 draft forwards)",
+        P(
+            "07",
+            "spec_speedup",
+            ("+ (k - 1) * step_seconds(draft, dg, batch, context)", "+ k * step_seconds(draft, dg, batch, context)"),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the draft cost per drafted token only (c_round left out)",
+        P("07", "spec_speedup", ("(draft_s + c_round + c_step + verify)", "(draft_s + c_step + verify)")),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "c_step on the round only (the plain step does not pay the scheduler)",
+        P(
+            "07",
+            "spec_speedup",
+            (
+                "sampler_seconds(target, gpu, batch, sampler_passes) + c_step\n",
+                "sampler_seconds(target, gpu, batch, sampler_passes)\n",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "c_step paid by every forward of the round (k draft steps and the verify)",
+        P(
+            "07",
+            "spec_speedup",
+            ("(draft_s + c_round + c_step + verify)", "(draft_s + c_round + (k + 1) * c_step + verify)"),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the sampler on the verify only",
+        P(
+            "07",
+            "spec_speedup",
+            (
+                "plain = step_seconds(target, gpu, batch, context) + sampler_seconds(target, gpu, batch, sampler_passes) + c_step",
+                "plain = step_seconds(target, gpu, batch, context) + c_step",
+            ),
+            (" + k * sampler_seconds(draft, dg, batch, sampler_passes))", ")"),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "first_draft_tokens taken as a number even when it is a function of k (vLLM's k + 2 read as 1)",
+        P(
+            "07",
+            "spec_speedup",
+            (
+                "first = first_pass_tokens(first_draft_tokens, k)",
+                "first = first_draft_tokens if not callable(first_draft_tokens) else 1",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "the draft on the target's GPUs whatever draft_n says",
+        P("07", "spec_speedup", ("dg = draft_gpus(gpu)", "dg = gpu")),
+    ),
+    Case(
+        "07",
+        "spec_speedup",
+        "KV left out (the zero-context model at every context)",
+        P(
+            "07",
+            "spec_speedup",
+            (
+                "plain = step_seconds(target, gpu, batch, context) + sampler_seconds",
+                "plain = step_seconds(target, gpu, batch, 0) + sampler_seconds",
+            ),
+            (
+                "verify = step_seconds(target, gpu, batch, context, tokens=k + 1)",
+                "verify = step_seconds(target, gpu, batch, 0, tokens=k + 1)",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "fit_step_line",
+        "the line through the origin (no intercept, fixed_s 0)",
+        P(
+            "07",
+            "fit_step_line",
+            (
+                "fixed, per_token, per_kv = np.linalg.lstsq(X, y, rcond=None)[0]",
+                "fixed, (per_token, per_kv) = 0.0, np.linalg.lstsq(X[:, 1:], y, rcond=None)[0]",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "fit_step_line",
+        "the KV column one sequence's context (L), not batch x context",
+        P("07", "fit_step_line", ("X = np.array([[1.0, b * t, b * L] for", "X = np.array([[1.0, b * t, L] for")),
+    ),
+    Case(
+        "07",
+        "fit_step_line",
+        "batched tokens as the batch (a verify row's k + 1 tokens not counted)",
+        P("07", "fit_step_line", ("X = np.array([[1.0, b * t, b * L] for", "X = np.array([[1.0, b, b * L] for")),
+        first="test_fit_step_line",
+    ),
+    Case(
+        "07",
+        "line_speedup",
+        "the drafter's cost per token not multiplied by the batch",
+        P(
+            "07",
+            "line_speedup",
+            (
+                "return float(tau * step(1) / (c_round + c_token * batch * k + step(k + 1)))",
+                "return float(tau * step(1) / (c_round + c_token * k + step(k + 1)))",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "line_speedup",
+        "the verify over k tokens, not k + 1",
+        P(
+            "07",
+            "line_speedup",
+            (
+                "return float(tau * step(1) / (c_round + c_token * batch * k + step(k + 1)))",
+                "return float(tau * step(1) / (c_round + c_token * batch * k + step(k)))",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "line_crossover",
+        "a speedup of exactly 1 counted as paying",
+        P("07", "line_crossover", ("<= 1.0:", "< 1.0:")),
+    ),
+    Case(
+        "07",
+        "line_crossover",
+        "the batches in the order given, not ascending",
+        P("07", "line_crossover", ("ordered = sorted(batches)", "ordered = list(batches)")),
+    ),
+    Case(
+        "07",
+        "break_even_batch",
+        "the round's own terms not passed on (the bare round at every state)",
+        P(
+            "07",
+            "break_even_batch",
+            (
+                "spec_speedup(batch + 1, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round,\n                                                  sampler_passes, c_step) > 1.0:",
+                "spec_speedup(batch + 1, context, alpha, k, target, draft, gpu) > 1.0:",
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "break_even_batch",
+        "the first batch that does not pay instead of the last that does",
+        P(
+            "07",
+            "break_even_batch",
+            ("return int(batch), bool(batch == limit)", "return int(batch + 1), bool(batch == limit)"),
+        ),
+    ),
+    Case(
+        "08",
+        "check_claim",
+        "a round above k + 1 plain steps left to break_even_alpha (which raises)",
+        P(
+            "08",
+            "check_claim",
+            (
+                "alphas = tuple(break_even_alpha(k, ratio) if ratio <= k + 1 else None for ratio in ratios)",
+                "alphas = tuple(break_even_alpha(k, ratio) for ratio in ratios)",
+            ),
+        ),
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "the draft runs once per round, not k times",
+        P("08", "round_cost_ratio", (" + (k - 1) * step_seconds(draft, dg, batch, context)", "")),
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "c_round left out of the round",
+        P(
+            "08",
+            "round_cost_ratio",
+            (
+                "return float((draft_s + c_round + c_step + verify) / plain)",
+                "return float((draft_s + c_step + verify) / plain)",
+            ),
+        ),
+        first="test_round_cost_ratio",
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "c_step in the round only (the plain step does not pay the scheduler)",
+        P(
+            "08",
+            "round_cost_ratio",
+            (
+                "sampler_seconds(target, gpu, batch, sampler_passes) + c_step   # checks the rest",
+                "sampler_seconds(target, gpu, batch, sampler_passes)   # checks the rest",
+            ),
+        ),
+        first="test_round_cost_ratio",
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "the sampler left out of the plain step (the round pays it, the baseline does not)",
+        P(
+            "08",
+            "round_cost_ratio",
+            (
+                "plain = step_seconds(target, gpu, batch, context) + sampler_seconds(target, gpu, batch, sampler_passes) + c_step",
+                "plain = step_seconds(target, gpu, batch, context) + 0 * sampler_seconds(target, gpu, batch, sampler_passes) + c_step",
+            ),
+        ),
+        first="test_round_cost_ratio",
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "the first pass read as one token whatever first_draft_tokens says",
+        P(
+            "08",
+            "round_cost_ratio",
+            ("step_seconds(draft, dg, batch, context, tokens=first)", "step_seconds(draft, dg, batch, context)"),
+        ),
+        first="test_round_cost_ratio",
+    ),
+    Case(
+        "08",
+        "should_speculate",
+        "the round's own terms not passed on to spec_speedup",
+        P(
+            "08",
+            "should_speculate",
+            (
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu)",
+            ),
+        ),
+    ),
+    Case(
+        "08",
+        "should_speculate",
+        "c_step not passed on (the round's terms are, the step's is not)",
+        P(
+            "08",
+            "should_speculate",
+            (
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes)",
+            ),
+        ),
+    ),
+    Case(
+        "08",
+        "best_k_for_batch",
+        "the round's own terms not passed on to spec_speedup",
+        P(
+            "08",
+            "best_k_for_batch",
+            (
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu)",
+            ),
+        ),
+        first="test_best_k_for_batch",
+    ),
+    Case(
+        "08",
+        "best_k_for_batch",
+        "vLLM's first pass fixed at k_max + 2 for every k (not a function of each k)",
+        P(
+            "08",
+            "best_k_for_batch",
+            (
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_draft_tokens, c_round, sampler_passes, c_step)",
+                "spec_speedup(batch, context, alpha, k, target, draft, gpu, first_pass_tokens(first_draft_tokens, k_max), c_round, sampler_passes, c_step)",
+            ),
+        ),
+        first="test_best_k_for_batch",
+    ),
+    Case(
+        "08",
+        "deployment_plan",
+        "the round's own terms not passed on to best_k_for_batch",
+        P(
+            "08",
+            "deployment_plan",
+            (
+                "k = best_k_for_batch(state[0], state[1], a, target, draft, gpu, k_max, *terms)",
+                "k = best_k_for_batch(state[0], state[1], a, target, draft, gpu, k_max)",
+            ),
+        ),
+        first="test_deployment_plan",
+    ),
+    Case(
+        "08",
+        "best_k_for_batch",
+        "ties go to the largest k",
+        P("08", "best_k_for_batch", ("if value > best_value:", "if value >= best_value and k > 0:")),
+    ),
     Case("08", "should_speculate", "a tie counts as worth it", P("08", "should_speculate", ("> 1.0)", ">= 1.0)"))),
-    Case("08", "deployment_plan", "fleet speedup as the share-weighted mean of speedups (not of times)",
-         P("08", "deployment_plan", ('time_ratio = sum(share / total / speedups[state] for state, share in states.items())',
-                                     'time_ratio = 1.0 / sum(share / total * speedups[state] for state, share in states.items())'))),
+    Case(
+        "08",
+        "deployment_plan",
+        "fleet speedup as the share-weighted mean of speedups (not of times)",
+        P(
+            "08",
+            "deployment_plan",
+            (
+                'time_ratio = sum(share / total / speedups[state] for state, share in states.items())',
+                'time_ratio = 1.0 / sum(share / total * speedups[state] for state, share in states.items())',
+            ),
+        ),
+    ),
 ]
 
 CORRECT += [
-    Case("10", "batched_accept", "a Python loop per row, ids read with tolist(), int32 inputs widened at the end", '''
+    Case(
+        "10",
+        "batched_accept",
+        "a Python loop per row, ids read with tolist(), int32 inputs widened at the end",
+        '''
 def batched_accept(target_argmax, drafts):
     """Greedy acceptance per row, by a loop over each row's drafts."""
     for name, t in (("drafts", drafts), ("target_argmax", target_argmax)):
@@ -752,8 +1955,13 @@ def batched_accept(target_argmax, drafts):
         counts.append(n)
         nexts.append(t_row[n])
     return torch.tensor(counts).long(), torch.tensor(nexts).long()
-'''),
-    Case("10", "rollback", "a loop per row over a copy, lengths by subtraction row by row", '''
+''',
+    ),
+    Case(
+        "10",
+        "rollback",
+        "a loop per row over a copy, lengths by subtraction row by row",
+        '''
 def rollback(mask, lengths, n_accepted, k):
     """Per-sequence rollback, one row at a time, on copies."""
     if type(k) is not int or k < 1:
@@ -773,18 +1981,35 @@ def rollback(mask, lengths, n_accepted, k):
             new_mask[b, j] = 0
         new_lengths[b] = lengths[b] - (k - n)
     return new_mask, new_lengths
-'''),
+''',
+    ),
 ]
 
 WRONG += [
-    Case("08", "round_cost_ratio", "the draft on the target's GPUs (gpu), not on draft_gpus(gpu)",
-         P("08", "round_cost_ratio", ("dg = draft_gpus(gpu)", "dg = gpu"))),
-    Case("08", "round_cost_ratio", "the verify step priced as one plain step (its compute-bound GEMMs left out)",
-         P("08", "round_cost_ratio", ("step_seconds(target, gpu, batch, context, tokens=k + 1)", "step_seconds(target, gpu, batch, context)"))),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "the draft on the target's GPUs (gpu), not on draft_gpus(gpu)",
+        P("08", "round_cost_ratio", ("dg = draft_gpus(gpu)", "dg = gpu")),
+    ),
+    Case(
+        "08",
+        "round_cost_ratio",
+        "the verify step priced as one plain step (its compute-bound GEMMs left out)",
+        P(
+            "08",
+            "round_cost_ratio",
+            ("step_seconds(target, gpu, batch, context, tokens=k + 1)", "step_seconds(target, gpu, batch, context)"),
+        ),
+    ),
 ]
 
 CORRECT += [
-    Case("08", "break_even_alpha", "Newton's method on E(alpha) - cost_ratio instead of bisection", '''
+    Case(
+        "08",
+        "break_even_alpha",
+        "Newton's method on E(alpha) - cost_ratio instead of bisection",
+        '''
 def break_even_alpha(k, cost_ratio):
     """Smallest alpha with expected_tokens(alpha, k) >= cost_ratio, by Newton's method (E is increasing)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
@@ -806,7 +2031,8 @@ def break_even_alpha(k, cost_ratio):
     while e(a) < cost_ratio and a < 1.0:       # the answer must pay: nudge up to the first alpha that does
         a = min(1.0, a + 1e-12)
     return float(a)
-'''),
+''',
+    )
 ]
 
 
@@ -814,109 +2040,353 @@ _RATIO_09 = 'accept = min(1.0, float(target_p[x] / q_node[x])) if q_node[x] > 0 
 
 WRONG += [
     # 09 Parts A and B: the path and the k chosen from measured numbers
-    Case("09", "choose_path", "the arithmetic mean over the domains, not the geometric",
-         P("09", "choose_path", ("return math.prod(speedups) ** (1 / len(speedups)) / row[\"step\"]",
-                                 "return sum(speedups) / len(speedups) / row[\"step\"]")),
-         first="test_choose_path_budget_and_domains"),
-    Case("09", "choose_path", "the prediction at the row's largest k, not its best k",
-         P("09", "choose_path", ("for k in row[\"v\"]]) for a in alphas.values()]",
-                                 "for k in [max(row[\"v\"])]]) for a in alphas.values()]")),
-         first="test_choose_path"),
-    Case("09", "choose_path", "the step budget ignored",
-         P("09", "choose_path", ('fits = [r for r in rows if r["step"] <= budget]', "fits = list(rows)")),
-         first="test_choose_path_budget_and_domains"),
-    Case("09", "choose_path", "the largest predicted speedup (the ratio), not the most tokens per second",
-         P("09", "choose_path", ("return math.prod(speedups) ** (1 / len(speedups)) / row[\"step\"]",
-                                 "return math.prod(speedups) ** (1 / len(speedups))")),
-         first="test_choose_path"),
-    Case("09", "choose_path", "the fastest plain step, not the fastest decoding",
-         P("09", "choose_path", ("key=tokens_per_second)", "key=lambda r: 1 / r[\"step\"])")),
-         first="test_choose_path"),
-    Case("09", "choose_path", "every affordable width, not the widest",
-         P("09", "choose_path", ('return max([r for r in fits if r["width"] == widest], key=tokens_per_second)',
-                                 "return max(fits, key=tokens_per_second)")),
-         first="test_choose_path"),
-    Case("09", "choose_path", "plain decoding not counted where no k pays",
-         P("09", "choose_path", ("max([1.0] + [expected_tokens(a, k)", "max([expected_tokens(a, k)")),
-         first="test_choose_path"),
-    Case("09", "choose_path", "the round's own terms left out (the bare E(alpha, k) / (k c + v(k)))",
-         P("09", "choose_path", ('(k * row["c"] + row["c_round"] + row["v"][k] + row["o"])', '(k * row["c"] + row["v"][k])')),
-         first="test_choose_path"),
-    Case("09", "rule_k", "the k with the largest tokens per round E(alpha, k), not the best speedup",
-         P("09", "rule_k", ("speed = {int(k): predicted_speedup(alpha, k, terms) for k in sorted(set(ks))}",
-                            "speed = {int(k): expected_tokens(alpha, k) for k in sorted(set(ks))}")), first="test_rule_k"),
-    Case("09", "rule_k", "every k of terms['v'], not only those of ks",
-         P("09", "rule_k", ("for k in sorted(set(ks))}", 'for k in sorted(terms["v"])}')), first="test_rule_k"),
+    Case(
+        "09",
+        "choose_path",
+        "the arithmetic mean over the domains, not the geometric",
+        P(
+            "09",
+            "choose_path",
+            (
+                "return math.prod(speedups) ** (1 / len(speedups)) / row[\"step\"]",
+                "return sum(speedups) / len(speedups) / row[\"step\"]",
+            ),
+        ),
+        first="test_choose_path_budget_and_domains",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "the prediction at the row's largest k, not its best k",
+        P(
+            "09",
+            "choose_path",
+            (
+                "for k in row[\"v\"]]) for a in alphas.values()]",
+                "for k in [max(row[\"v\"])]]) for a in alphas.values()]",
+            ),
+        ),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "the step budget ignored",
+        P("09", "choose_path", ('fits = [r for r in rows if r["step"] <= budget]', "fits = list(rows)")),
+        first="test_choose_path_budget_and_domains",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "the largest predicted speedup (the ratio), not the most tokens per second",
+        P(
+            "09",
+            "choose_path",
+            (
+                "return math.prod(speedups) ** (1 / len(speedups)) / row[\"step\"]",
+                "return math.prod(speedups) ** (1 / len(speedups))",
+            ),
+        ),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "the fastest plain step, not the fastest decoding",
+        P("09", "choose_path", ("key=tokens_per_second)", "key=lambda r: 1 / r[\"step\"])")),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "every affordable width, not the widest",
+        P(
+            "09",
+            "choose_path",
+            (
+                'return max([r for r in fits if r["width"] == widest], key=tokens_per_second)',
+                "return max(fits, key=tokens_per_second)",
+            ),
+        ),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "plain decoding not counted where no k pays",
+        P("09", "choose_path", ("max([1.0] + [expected_tokens(a, k)", "max([expected_tokens(a, k)")),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "choose_path",
+        "the round's own terms left out (the bare E(alpha, k) / (k c + v(k)))",
+        P(
+            "09",
+            "choose_path",
+            ('(k * row["c"] + row["c_round"] + row["v"][k] + row["o"])', '(k * row["c"] + row["v"][k])'),
+        ),
+        first="test_choose_path",
+    ),
+    Case(
+        "09",
+        "rule_k",
+        "the k with the largest tokens per round E(alpha, k), not the best speedup",
+        P(
+            "09",
+            "rule_k",
+            (
+                "speed = {int(k): predicted_speedup(alpha, k, terms) for k in sorted(set(ks))}",
+                "speed = {int(k): expected_tokens(alpha, k) for k in sorted(set(ks))}",
+            ),
+        ),
+        first="test_rule_k",
+    ),
+    Case(
+        "09",
+        "rule_k",
+        "every k of terms['v'], not only those of ks",
+        P("09", "rule_k", ("for k in sorted(set(ks))}", 'for k in sorted(terms["v"])}')),
+        first="test_rule_k",
+    ),
     # 10 Parts C and D: a run priced from measured forwards, the crossover read off a curve
-    Case("10", "run_seconds", "the draft's first step over 1 token (k one-token draft steps)",
-         P("10", "run_seconds", ("draft_s(B, 2) + (k - 1) * draft_s(B, 1)", "k * draft_s(B, 1)")), first="test_run_seconds_speculative"),
-    Case("10", "run_seconds", "the draft's prefill left out",
-         P("10", "run_seconds", ("speculative = (target_s(B, P - 1) + draft_s(B, P - 1)", "speculative = (target_s(B, P - 1)")),
-         first="test_run_seconds_speculative"),
-    Case("10", "run_seconds", "N plain steps after the prefill instead of N - 1",
-         P("10", "run_seconds", ("(new_tokens - 1) * target_s(B, 1)", "new_tokens * target_s(B, 1)")), first="test_run_seconds_plain"),
-    Case("10", "run_seconds", "the arguments of the cost functions swapped (tokens, batch)",
-         P("10", "run_seconds", ("plain = target_s(B, P) + (new_tokens - 1) * target_s(B, 1)",
-                                 "plain = target_s(P, B) + (new_tokens - 1) * target_s(1, B)")), first="test_run_seconds_plain"),
-    Case("10", "crossing", "interpolated linearly in B and in the speedup",
-         P("10", "crossing", ("return float(math.exp(math.log(a) + (math.log(b) - math.log(a)) * fa / (fa - fb)))",
-                              "return float(a + (b - a) * (points[a] - 1) / (points[a] - points[b]))")), first="test_crossing"),
-    Case("10", "crossing", "the batches in the dict's order, not sorted",
-         P("10", "crossing", ("bs = sorted(points)", "bs = list(points)")), first="test_crossing"),
-    Case("09", "tree_mask", "positions by node index, not by depth",
-         P("09", "tree_mask", ("return mask, torch.tensor(depth, dtype=torch.long) + prefix_len - 1",
-                               "return mask, torch.arange(N, dtype=torch.long) + prefix_len")), first="test_tree_mask"),
-    Case("09", "tree_mask", "a node sees its parent but not the rest of its ancestors",
-         P("09", "tree_mask", ("mask[i, prefix_len:] |= mask[parent, prefix_len:]", "mask[i, prefix_len + parent] = True")),
-         first="test_tree_mask"),
-    Case("09", "tree_mask", "the plain causal mask (every earlier node visible)",
-         P("09", "tree_mask", ("mask[i, prefix_len + i] = True", "mask[i, prefix_len:prefix_len + i + 1] = True")),
-         first="test_tree_mask"),
-    Case("09", "tree_mask", "positions from the root's own position (off by one)",
-         P("09", "tree_mask", ("+ prefix_len - 1", "+ prefix_len")), first="test_tree_mask"),
-    Case("09", "tree_mask", "a parent after its child accepted",
-         P("09", "tree_mask", ("if not -1 <= parent < i:", "if not -1 <= parent < N:"),
-           ("depth.append(1 if parent < 0 else depth[parent] + 1)", "depth.append(1 if parent < 0 or parent >= i else depth[parent] + 1)")),
-         first="test_tree_mask_bad_input"),
-    Case("09", "verify_tree_greedy", "children matched against the target's choice after the root at every level",
-         P("09", "verify_tree_greedy", ("want = target_next[node + 1]", "want = target_next[0] if not path else target_next[path[-1]]")),
-         first="test_verify_tree_greedy"),
-    Case("09", "verify_tree_greedy", "the last matching child instead of the first",
-         P("09", "verify_tree_greedy", ("child = next((i for i in range(N) if parents[i] == node and tokens[i] == want), None)",
-                                        "child = next((i for i in reversed(range(N)) if parents[i] == node and tokens[i] == want), None)")),
-         first="test_verify_tree_greedy"),
-    Case("09", "verify_tree_greedy", "no bonus: the target's choice after the root whatever was accepted",
-         P("09", "verify_tree_greedy", ("return path, want", "return path, target_next[0]")), first="test_verify_tree_greedy"),
-    Case("09", "verify_tree_greedy", "any node with the right token at the right depth, not only children",
-         P("09", "verify_tree_greedy", ("if parents[i] == node and tokens[i] == want", "if tokens[i] == want and i not in path and i > node")),
-         first="test_verify_tree_greedy"),
-    Case("09", "verify_tree_greedy", "target_next of any length accepted",
-         P("09", "verify_tree_greedy", ("if len(target_next) != N + 1:", "if len(target_next) < N + 1 and False:")),
-         first="test_verify_tree_greedy_bad_input"),
+    Case(
+        "10",
+        "run_seconds",
+        "the draft's first step over 1 token (k one-token draft steps)",
+        P("10", "run_seconds", ("draft_s(B, 2) + (k - 1) * draft_s(B, 1)", "k * draft_s(B, 1)")),
+        first="test_run_seconds_speculative",
+    ),
+    Case(
+        "10",
+        "run_seconds",
+        "the draft's prefill left out",
+        P(
+            "10",
+            "run_seconds",
+            ("speculative = (target_s(B, P - 1) + draft_s(B, P - 1)", "speculative = (target_s(B, P - 1)"),
+        ),
+        first="test_run_seconds_speculative",
+    ),
+    Case(
+        "10",
+        "run_seconds",
+        "N plain steps after the prefill instead of N - 1",
+        P("10", "run_seconds", ("(new_tokens - 1) * target_s(B, 1)", "new_tokens * target_s(B, 1)")),
+        first="test_run_seconds_plain",
+    ),
+    Case(
+        "10",
+        "run_seconds",
+        "the arguments of the cost functions swapped (tokens, batch)",
+        P(
+            "10",
+            "run_seconds",
+            (
+                "plain = target_s(B, P) + (new_tokens - 1) * target_s(B, 1)",
+                "plain = target_s(P, B) + (new_tokens - 1) * target_s(1, B)",
+            ),
+        ),
+        first="test_run_seconds_plain",
+    ),
+    Case(
+        "10",
+        "crossing",
+        "interpolated linearly in B and in the speedup",
+        P(
+            "10",
+            "crossing",
+            (
+                "return float(math.exp(math.log(a) + (math.log(b) - math.log(a)) * fa / (fa - fb)))",
+                "return float(a + (b - a) * (points[a] - 1) / (points[a] - points[b]))",
+            ),
+        ),
+        first="test_crossing",
+    ),
+    Case(
+        "10",
+        "crossing",
+        "the batches in the dict's order, not sorted",
+        P("10", "crossing", ("bs = sorted(points)", "bs = list(points)")),
+        first="test_crossing",
+    ),
+    Case(
+        "09",
+        "tree_mask",
+        "positions by node index, not by depth",
+        P(
+            "09",
+            "tree_mask",
+            (
+                "return mask, torch.tensor(depth, dtype=torch.long) + prefix_len - 1",
+                "return mask, torch.arange(N, dtype=torch.long) + prefix_len",
+            ),
+        ),
+        first="test_tree_mask",
+    ),
+    Case(
+        "09",
+        "tree_mask",
+        "a node sees its parent but not the rest of its ancestors",
+        P(
+            "09",
+            "tree_mask",
+            ("mask[i, prefix_len:] |= mask[parent, prefix_len:]", "mask[i, prefix_len + parent] = True"),
+        ),
+        first="test_tree_mask",
+    ),
+    Case(
+        "09",
+        "tree_mask",
+        "the plain causal mask (every earlier node visible)",
+        P("09", "tree_mask", ("mask[i, prefix_len + i] = True", "mask[i, prefix_len:prefix_len + i + 1] = True")),
+        first="test_tree_mask",
+    ),
+    Case(
+        "09",
+        "tree_mask",
+        "positions from the root's own position (off by one)",
+        P("09", "tree_mask", ("+ prefix_len - 1", "+ prefix_len")),
+        first="test_tree_mask",
+    ),
+    Case(
+        "09",
+        "tree_mask",
+        "a parent after its child accepted",
+        P(
+            "09",
+            "tree_mask",
+            ("if not -1 <= parent < i:", "if not -1 <= parent < N:"),
+            (
+                "depth.append(1 if parent < 0 else depth[parent] + 1)",
+                "depth.append(1 if parent < 0 or parent >= i else depth[parent] + 1)",
+            ),
+        ),
+        first="test_tree_mask_bad_input",
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "children matched against the target's choice after the root at every level",
+        P(
+            "09",
+            "verify_tree_greedy",
+            ("want = target_next[node + 1]", "want = target_next[0] if not path else target_next[path[-1]]"),
+        ),
+        first="test_verify_tree_greedy",
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "the last matching child instead of the first",
+        P(
+            "09",
+            "verify_tree_greedy",
+            (
+                "child = next((i for i in range(N) if parents[i] == node and tokens[i] == want), None)",
+                "child = next((i for i in reversed(range(N)) if parents[i] == node and tokens[i] == want), None)",
+            ),
+        ),
+        first="test_verify_tree_greedy",
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "no bonus: the target's choice after the root whatever was accepted",
+        P("09", "verify_tree_greedy", ("return path, want", "return path, target_next[0]")),
+        first="test_verify_tree_greedy",
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "any node with the right token at the right depth, not only children",
+        P(
+            "09",
+            "verify_tree_greedy",
+            ("if parents[i] == node and tokens[i] == want", "if tokens[i] == want and i not in path and i > node"),
+        ),
+        first="test_verify_tree_greedy",
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "target_next of any length accepted",
+        P("09", "verify_tree_greedy", ("if len(target_next) != N + 1:", "if len(target_next) < N + 1 and False:")),
+        first="test_verify_tree_greedy_bad_input",
+    ),
     # 09 Part D: sampled verification over a tree (SpecInfer's rule)
-    Case("09", "verify_tree_sampled", "accepting with p alone: min(1, p'(x)), not p'(x) / q(x)",
-         P("09", "verify_tree_sampled", (_RATIO_09, "accept = float(target_p[x])")), first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "no residual update between siblings: every child tested against p, the correction from max(p - q, 0)",
-         P("09", "verify_tree_sampled", (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]")),
-           ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)")),
-         first="test_verify_tree_sampled"),
-    Case("09", "verify_tree_sampled", "every child tested against p; the residual chained for the correction only",
-         P("09", "verify_tree_sampled", (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]"))), first="test_verify_tree_sampled"),
-    Case("09", "verify_tree_sampled", "one uniform draw per node, shared by its children (not one per child)",
-         P("09", "verify_tree_sampled",
-           ("        for child in (i for i in range(N) if parents[i] == node):",
-            "        u = float(torch.rand(1, generator=generator))\n        for child in (i for i in range(N) if parents[i] == node):"),
-           ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:")),
-         first="test_verify_tree_sampled_distribution_draws"),
-    Case("09", "verify_tree_sampled", "one uniform draw per round, shared by every child tried at every node",
-         P("09", "verify_tree_sampled",
-           ("    path, node = [], -1\n", "    path, node = [], -1\n    u = float(torch.rand(1, generator=generator))\n"),
-           ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:")),
-         first="test_verify_tree_sampled_distribution_draws"),
-    Case("09", "verify_tree_sampled", "the residual from p, not from p' - q (not chained)",
-         P("09", "verify_tree_sampled", ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "the greedy walk: children matched against the argmax of p, the argmax after it", """
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "accepting with p alone: min(1, p'(x)), not p'(x) / q(x)",
+        P("09", "verify_tree_sampled", (_RATIO_09, "accept = float(target_p[x])")),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "no residual update between siblings: every child tested against p, the correction from max(p - q, 0)",
+        P(
+            "09",
+            "verify_tree_sampled",
+            (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]")),
+            ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)"),
+        ),
+        first="test_verify_tree_sampled",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "every child tested against p; the residual chained for the correction only",
+        P("09", "verify_tree_sampled", (_RATIO_09, _RATIO_09.replace("target_p[x]", "p[node + 1][x]"))),
+        first="test_verify_tree_sampled",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "one uniform draw per node, shared by its children (not one per child)",
+        P(
+            "09",
+            "verify_tree_sampled",
+            (
+                "        for child in (i for i in range(N) if parents[i] == node):",
+                "        u = float(torch.rand(1, generator=generator))\n        for child in (i for i in range(N) if parents[i] == node):",
+            ),
+            ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:"),
+        ),
+        first="test_verify_tree_sampled_distribution_draws",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "one uniform draw per round, shared by every child tried at every node",
+        P(
+            "09",
+            "verify_tree_sampled",
+            (
+                "    path, node = [], -1\n",
+                "    path, node = [], -1\n    u = float(torch.rand(1, generator=generator))\n",
+            ),
+            ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:"),
+        ),
+        first="test_verify_tree_sampled_distribution_draws",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "the residual from p, not from p' - q (not chained)",
+        P(
+            "09",
+            "verify_tree_sampled",
+            ("residual = (target_p - q_node).clamp(min=0)", "residual = (p[node + 1] - q_node).clamp(min=0)"),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "the greedy walk: children matched against the argmax of p, the argmax after it",
+        """
 def verify_tree_sampled(parents, tokens, p, q, generator=None):
     parents, tokens = [int(a) for a in parents], [int(t) for t in tokens]
     if len(tokens) != len(parents):
@@ -929,33 +2399,89 @@ def verify_tree_sampled(parents, tokens, p, q, generator=None):
             return path, want
         path.append(child)
         node = child
-""", first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "the next token after rejected children drawn from p, not from the residual",
-         P("09", "verify_tree_sampled", ("return path, int(sample(target_p, generator))", "return path, int(sample(p[node + 1], generator))")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "the residual not normalised before the next child is tried",
-         P("09", "verify_tree_sampled", ("target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "target_p = residual")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "q's row of the node itself, q[node] (q[-1] for the root), not the row its children came from",
-         P("09", "verify_tree_sampled", ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node + 1], q[node]")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "p's row of the parent, p[node] (p[-1] for the root), not the row after the node",
-         P("09", "verify_tree_sampled", ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node], q[node + 1]")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "only the first child of a node tried (a chain with the tree's width spent for nothing)",
-         P("09", "verify_tree_sampled", ("for child in (i for i in range(N) if parents[i] == node):",
-                                         "for child in [i for i in range(N) if parents[i] == node][:1]:")),
-         first="test_verify_tree_sampled_distribution"),
-    Case("09", "verify_tree_sampled", "rows of p and q not checked to be distributions",
-         P("09", "verify_tree_sampled", ("if not (bool((t >= 0).all())", "if False and not (bool((t >= 0).all())")),
-         first="test_verify_tree_sampled_bad_input"),
-    Case("09", "verify_tree_sampled", "token ids outside [0, V) not refused (an IndexError instead of a ValueError)",
-         P("09", "verify_tree_sampled", ("if any(not 0 <= t < V for t in tokens):", "if False:")),
-         first="test_verify_tree_sampled_bad_input"),
+""",
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "the next token after rejected children drawn from p, not from the residual",
+        P(
+            "09",
+            "verify_tree_sampled",
+            ("return path, int(sample(target_p, generator))", "return path, int(sample(p[node + 1], generator))"),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "the residual not normalised before the next child is tried",
+        P(
+            "09",
+            "verify_tree_sampled",
+            ("target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "target_p = residual"),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "q's row of the node itself, q[node] (q[-1] for the root), not the row its children came from",
+        P(
+            "09",
+            "verify_tree_sampled",
+            ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node + 1], q[node]"),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "p's row of the parent, p[node] (p[-1] for the root), not the row after the node",
+        P(
+            "09",
+            "verify_tree_sampled",
+            ("target_p, q_node = p[node + 1], q[node + 1]", "target_p, q_node = p[node], q[node + 1]"),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "only the first child of a node tried (a chain with the tree's width spent for nothing)",
+        P(
+            "09",
+            "verify_tree_sampled",
+            (
+                "for child in (i for i in range(N) if parents[i] == node):",
+                "for child in [i for i in range(N) if parents[i] == node][:1]:",
+            ),
+        ),
+        first="test_verify_tree_sampled_distribution",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "rows of p and q not checked to be distributions",
+        P("09", "verify_tree_sampled", ("if not (bool((t >= 0).all())", "if False and not (bool((t >= 0).all())")),
+        first="test_verify_tree_sampled_bad_input",
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "token ids outside [0, V) not refused (an IndexError instead of a ValueError)",
+        P("09", "verify_tree_sampled", ("if any(not 0 <= t < V for t in tokens):", "if False:")),
+        first="test_verify_tree_sampled_bad_input",
+    ),
 ]
 
 CORRECT += [
-    Case("09", "tree_mask", "ancestors walked up one by one, positions from a depth loop", '''
+    Case(
+        "09",
+        "tree_mask",
+        "ancestors walked up one by one, positions from a depth loop",
+        '''
 def tree_mask(parents, prefix_len):
     if isinstance(prefix_len, bool) or not isinstance(prefix_len, int) or prefix_len < 1:
         raise ValueError(f"prefix_len must be an int >= 1, got {prefix_len!r}")
@@ -974,8 +2500,13 @@ def tree_mask(parents, prefix_len):
             j, depth = par[j], depth + 1
         pos[i] = prefix_len - 1 + depth
     return mask, pos
-'''),
-    Case("09", "verify_tree_greedy", "children listed once, walked with a dict", '''
+''',
+    ),
+    Case(
+        "09",
+        "verify_tree_greedy",
+        "children listed once, walked with a dict",
+        '''
 def verify_tree_greedy(parents, tokens, target_next):
     parents, tokens, target_next = (list(map(int, x)) for x in (parents, tokens, target_next))
     if any(not -1 <= a < i for i, a in enumerate(parents)):
@@ -994,14 +2525,28 @@ def verify_tree_greedy(parents, tokens, target_next):
             return path, int(target_next[node + 1])
         node = match[0]
         path.append(node)
-'''),
-    Case("09", "verify_tree_sampled", "one uniform per child, a node's drawn all at once before its children are tried",
-         P("09", "verify_tree_sampled",
-           ("        for child in (i for i in range(N) if parents[i] == node):      # tried in index order\n",
-            "        kids = [i for i in range(N) if parents[i] == node]\n"
-            "        for child, u in zip(kids, torch.rand(len(kids), generator=generator).tolist()):\n"),
-           ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:"))),
-    Case("09", "verify_tree_sampled", "recursive, in float64 numpy, the next token by torch.multinomial", '''
+''',
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "one uniform per child, a node's drawn all at once before its children are tried",
+        P(
+            "09",
+            "verify_tree_sampled",
+            (
+                "        for child in (i for i in range(N) if parents[i] == node):      # tried in index order\n",
+                "        kids = [i for i in range(N) if parents[i] == node]\n"
+                "        for child, u in zip(kids, torch.rand(len(kids), generator=generator).tolist()):\n",
+            ),
+            ("if float(torch.rand(1, generator=generator)) < accept:", "if u < accept:"),
+        ),
+    ),
+    Case(
+        "09",
+        "verify_tree_sampled",
+        "recursive, in float64 numpy, the next token by torch.multinomial",
+        '''
 def verify_tree_sampled(parents, tokens, p, q, generator=None):
     par, tok = [int(a) for a in parents], [int(t) for t in tokens]
     n = len(par)
@@ -1036,7 +2581,8 @@ def verify_tree_sampled(parents, tokens, p, q, generator=None):
         return path, int(torch.multinomial(torch.from_numpy(r), 1, generator=generator))
 
     return walk(-1, [])
-'''),
+''',
+    ),
 ]
 
 
@@ -1049,23 +2595,70 @@ ALL_PARTS = [(prefix, part) for prefix in NOTEBOOKS for part in parts(prefix)]
 
 WRONG += [
     # 12: the experts a pass reads, the bits each read is at
-    Case("12", "expected_experts", "experts counted per token (r M, capped at E), not distinct",
-         P("12", "expected_experts", ("return float(E * (1.0 - (1.0 - r / E) ** M))", "return float(min(E, r * M))"))),
-    Case("12", "moe_step_seconds", "the KV cache read at the weights' bits",
-         P("12", "moe_step_seconds", ('attention = roofline(batch * context * spec["kv_bytes_per_token"],',
-                                      'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] '
-                                      '/ spec["kv_bits"],'))),
-    Case("12", "moe_step_seconds", "every expert read whatever the pass routes (a dense read)",
-         P("12", "moe_step_seconds", ('expected_experts(spec["experts"], spec["experts_per_token"], m)', 'spec["experts"]'))),
-    Case("12", "moe_step_seconds", "shared experts missed (only the routed experts read and multiplied)",
-         P("12", "moe_step_seconds", ('(routed + spec["shared_experts"])', "routed"),
-           ('(spec["experts_per_token"] + spec["shared_experts"])', 'spec["experts_per_token"]'))),
-    Case("12", "moe_step_seconds", "one token's experts read whatever the pass (the premise of 01-11)",
-         P("12", "moe_step_seconds", ('expected_experts(spec["experts"], spec["experts_per_token"], m)',
-                                      'expected_experts(spec["experts"], spec["experts_per_token"], batch)'))),
-    Case("12", "pays_most_and_stops", "the first paying batch as the last",
-         P("12", "pays_most_and_stops", ("return best, (max(paying) if paying else None)",
-                                         "return best, (min(paying) if paying else None)"))),
+    Case(
+        "12",
+        "expected_experts",
+        "experts counted per token (r M, capped at E), not distinct",
+        P("12", "expected_experts", ("return float(E * (1.0 - (1.0 - r / E) ** M))", "return float(min(E, r * M))")),
+    ),
+    Case(
+        "12",
+        "moe_step_seconds",
+        "the KV cache read at the weights' bits",
+        P(
+            "12",
+            "moe_step_seconds",
+            (
+                'attention = roofline(batch * context * spec["kv_bytes_per_token"],',
+                'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] '
+                '/ spec["kv_bits"],',
+            ),
+        ),
+    ),
+    Case(
+        "12",
+        "moe_step_seconds",
+        "every expert read whatever the pass routes (a dense read)",
+        P(
+            "12",
+            "moe_step_seconds",
+            ('expected_experts(spec["experts"], spec["experts_per_token"], m)', 'spec["experts"]'),
+        ),
+    ),
+    Case(
+        "12",
+        "moe_step_seconds",
+        "shared experts missed (only the routed experts read and multiplied)",
+        P(
+            "12",
+            "moe_step_seconds",
+            ('(routed + spec["shared_experts"])', "routed"),
+            ('(spec["experts_per_token"] + spec["shared_experts"])', 'spec["experts_per_token"]'),
+        ),
+    ),
+    Case(
+        "12",
+        "moe_step_seconds",
+        "one token's experts read whatever the pass (the premise of 01-11)",
+        P(
+            "12",
+            "moe_step_seconds",
+            (
+                'expected_experts(spec["experts"], spec["experts_per_token"], m)',
+                'expected_experts(spec["experts"], spec["experts_per_token"], batch)',
+            ),
+        ),
+    ),
+    Case(
+        "12",
+        "pays_most_and_stops",
+        "the first paying batch as the last",
+        P(
+            "12",
+            "pays_most_and_stops",
+            ("return best, (max(paying) if paying else None)", "return best, (min(paying) if paying else None)"),
+        ),
+    ),
 ]
 
 
@@ -1105,7 +2698,11 @@ def test_every_hidden_assert_carries_a_literal_rule_label(prefix):
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.Assert) and not _is_rule(node.msg):
                 bad.append(f"{grade_id} line {node.lineno}: assert without a literal rule label")
-            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and getattr(node.exc.func, "id", "") == "AssertionError":
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and getattr(node.exc.func, "id", "") == "AssertionError"
+            ):
                 if len(node.exc.args) != 1 or not _is_rule(node.exc.args[0]):
                     bad.append(f"{grade_id} line {node.lineno}: raise AssertionError without a literal rule label")
     assert not bad, "\n".join(bad)
@@ -1114,14 +2711,18 @@ def test_every_hidden_assert_carries_a_literal_rule_label(prefix):
 @pytest.mark.parametrize("prefix", NOTEBOOKS)
 def test_message_checks_use_word_boundaries(prefix):
     """`"k" in str(e)` passes for any message containing the letter k: test cells use re.search(r"\\bk\\b", ...)."""
-    bad = [_grading(c)["grade_id"] for c in notebook(prefix).cells
-           if c.cell_type == "code" and _grading(c).get("grade") and re.search(r"\bin str\(e\)", c.source)]
+    bad = [
+        _grading(c)["grade_id"]
+        for c in notebook(prefix).cells
+        if c.cell_type == "code" and _grading(c).get("grade") and re.search(r"\bin str\(e\)", c.source)
+    ]
     assert not bad, f"{prefix}: substring checks of an error message in {bad}"
 
 
 # ----------------------------------------------------------------------------- the rule a wrong answer breaks
 def _contract_rules(prefix):
     from nbhelpers import parse_contract
+
     return {rule for part in parse_contract()[NOTEBOOKS[prefix]].values() for rule in part["rules"]}
 
 
@@ -1131,6 +2732,7 @@ def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(
     visible line, or the label of the hidden rule (one of docs/contract.md's for that notebook), found from the
     failing line as the grader finds it. (One run of the part per case.)"""
     from autograde.outcomes import RULE_PREFIX
+
     failures = run_part(case.prefix, case.part, case.text(), first=case.first, stop_at_first_failure=True)
     assert failures, f"{case.prefix} {case.part}: passes every test although it is wrong: {case.what}"
     print(f"{case.prefix} {case.part}: '{case.what}' fails {failures[0][0]}: {failures[0][1][:120]}")
@@ -1140,7 +2742,7 @@ def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(
     if failure.line <= test.visible_lines:
         assert test.line(failure.line), f"{case.what}: fails a visible line, which check shows"
         return
-    said = failure.message[len(RULE_PREFIX):].strip() if failure.message.startswith(RULE_PREFIX) else ""
+    said = failure.message[len(RULE_PREFIX) :].strip() if failure.message.startswith(RULE_PREFIX) else ""
     label = said if said in test.rules else test.rule_at(failure.line)
     assert label, f"{case.what}: fails line {failure.line} of {failure.grade_id}, which names no rule"
     assert label in _contract_rules(case.prefix), f"{case.what}: rule {label!r} is not in docs/contract.md"
@@ -1149,11 +2751,9 @@ def test_a_wrong_implementation_fails_a_test_of_its_part_and_is_told_which_rule(
 # the four modelling errors a reviewer of notebook 07's step model looks for: each breaks a hidden rule by itself
 # (run without the visible lines of the test cells, which catch most of them first)
 MODEL_ERRORS_07 = {
-    "one max over the terms instead of their sum (kernels overlapped)":
-        "step_seconds is the sum of the terms (dependent kernels), not one max",
+    "one max over the terms instead of their sum (kernels overlapped)": "step_seconds is the sum of the terms (dependent kernels), not one max",
     "the input embedding counted as streamed": "the input embedding is not streamed (only layer_bytes and lm_head_bytes are read)",
-    "KV re-read per query position (batch expansion where the multi-query kernel is stated)":
-        "each sequence's KV is read once per step for all its queries (a multi-query verify kernel)",
+    "KV re-read per query position (batch expansion where the multi-query kernel is stated)": "each sequence's KV is read once per step for all its queries (a multi-query verify kernel)",
     "tensor parallelism without the all-reduce term": "tensor parallelism: two all-reduces per layer (latency + ring transfer)",
 }
 
@@ -1163,13 +2763,14 @@ def test_each_step_model_error_of_07_breaks_its_own_hidden_rule(what):
     """Run through test_step_seconds' judge alone (not the cell's visible lines, which catch most of them first)."""
     from autograde.judges import nb07
     from autograde.outcomes import RULE_PREFIX
+
     case = next(c for c in WRONG if c.prefix == "07" and c.what == what)
     ns = namespace("07", {case.part: case.text()})
     with pytest.raises(AssertionError) as failed:
         nb07.test_step_seconds(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, 0]))
     message = str(failed.value)
     assert message.startswith(RULE_PREFIX), f"{what}: fails without a rule label: {message[:120]}"
-    assert message[len(RULE_PREFIX):].strip() == MODEL_ERRORS_07[what], f"{what}: fails {message!r}"
+    assert message[len(RULE_PREFIX) :].strip() == MODEL_ERRORS_07[what], f"{what}: fails {message!r}"
 
 
 def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
@@ -1178,8 +2779,15 @@ def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
     Judged outside the kernel, the failure names the memory rule and says what came back (the error raised)."""
     from autograde.judge import Broken
     from autograde.judges import nb10
-    wrong = patched("10", "gate_k", ("if not fits_in_memory(target, draft, gpu, batch, context):",
-                                     "if not fits_in_memory(target, None, gpu, batch, context):"))
+
+    wrong = patched(
+        "10",
+        "gate_k",
+        (
+            "if not fits_in_memory(target, draft, gpu, batch, context):",
+            "if not fits_in_memory(target, None, gpu, batch, context):",
+        ),
+    )
     ns = namespace("10", {"gate_k": wrong})
     with pytest.raises(Broken) as failed:
         nb10.test_gate_k(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, 0]))
@@ -1192,245 +2800,599 @@ def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
 # rule of a part's solution: (notebook, part, what, old text, new text, the test cells it must fail). It must fail
 # exactly those cells, and the part's other cells must still pass, so the slip costs those points and no more.
 ONE_RULE_SLIPS = [
-    ('12', 'expected_experts', 'r > E accepted (the formula goes negative)',
-     'if r > E:', 'if r > E and False:', {'test_expected_experts_bad_input'}),
-    ('12', 'moe_step_seconds', "the KV cache read at the weights' bits",
-     'attention = roofline(batch * context * spec["kv_bytes_per_token"],',
-     'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] / spec["kv_bits"],',
-     {'test_moe_step_seconds_bits'}),
-    ('01', 'weight_bytes', 'tied embeddings still counted as a separate LM head',
-     'lm_head = 0 if cfg["tie_word_embeddings"] else embedding',
-     'lm_head = embedding', {'test_weight_bytes_models'}),
-    ('01', 'weight_bytes', 'returns a NumPy integer',
-     'return params * bytes_per_param',
-     'return np.int64(params) * bytes_per_param', {'test_weight_bytes'}),
-    ('01', 'ridge_point', 'returns a NumPy float',
-     'return float(flops / bandwidth)',
-     'return np.float64(flops) / bandwidth', {'test_ridge_point'}),
-    ('01', 'ridge_point', 'flops = 0 accepted (only negative rejected)',
-     'if not flops > 0:',
-     'if flops < 0:', {'test_ridge_point_bad_input'}),
-    ('01', 'kv_bytes_per_token', 'head_dim from the config ignored',
-     'head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
-     'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]', {'test_kv_bytes_per_token'}),
-    ('01', 'kv_bytes_per_token', 'bytes_per_elem = 0 accepted (only negative rejected)',
-     'if not bytes_per_elem > 0:',
-     'if bytes_per_elem < 0:', {'test_kv_bytes_per_token_bad_input'}),
-    ('01', 'decode_step_seconds', 'KV bytes forgotten',
-     'return float((weight_bytes + kv_bytes) / bandwidth)',
-     'return float(weight_bytes / bandwidth)', {'test_decode_step_seconds'}),
-    ('01', 'decode_step_seconds', 'a negative bandwidth accepted (only 0 rejected)',
-     'if not bandwidth > 0:',
-     'if bandwidth == 0:', {'test_decode_step_seconds_bad_input'}),
-    ('02', 'width_where_cost_grows', "bytes_per_param truncated to an int (int4's 0.5 lost)",
-     'return float(ridge * bytes_per_param / 2)',
-     'return float(ridge * int(bytes_per_param) / 2)', {'test_width_where_cost_grows_byte_widths'}),
-    ('02', 'width_where_cost_grows', 'a negative bytes_per_param accepted (only 0 rejected)',
-     'if not bytes_per_param > 0:',
-     'if bytes_per_param == 0:', {'test_width_where_cost_grows_bad_input'}),
-    ('02', 'predicted_cost_ratio', "the batch forgotten in the verify step's tokens",
-     'max(1.0, batch * width / w_star)',
-     'max(1.0, width / w_star)', {'test_predicted_cost_ratio_batch'}),
-    ('02', 'predicted_cost_ratio', 'a width below 1 accepted',
-     'if not width >= 1:',
-     'if not width > 0:', {'test_predicted_cost_ratio_bad_input'}),
-    ('03', 'expected_tokens', 'the alpha = 1 case forgotten (0 / 0)',
-     '    if alpha == 1.0:\n        return float(k + 1)\n',
-     '', {'test_expected_tokens_edges'}),
-    ('03', 'expected_tokens', 'a NaN alpha accepted (range checked with < and >)',
-     'if not 0 <= alpha <= 1:',
-     'if alpha < 0 or alpha > 1:', {'test_expected_tokens_bad_input'}),
-    ('03', 'simulate_tokens_per_round', 'every accepted draft counted, not the prefix before the first rejection',
-     'np.cumprod(accepted, axis=1).sum(axis=1)',
-     'accepted.sum(axis=1)', {'test_simulate_tokens_per_round'}),
-    ('03', 'simulate_tokens_per_round', 'n_rounds >= 1 not checked',
-     ' or n_rounds < 1:',
-     ':', {'test_simulate_tokens_per_round_bad_input'}),
-    ('03', 'speedup', 'k + 1 draft steps counted per round',
-     'k * c + 1.0',
-     '(k + 1) * c + 1.0', {'test_speedup'}),
-    ('03', 'speedup', 'a NaN c accepted (checked as c < 0)',
-     'if not c >= 0:',
-     'if c < 0:', {'test_speedup_bad_input'}),
-    ('03', 'best_k', 'ties go to the largest k',
-     'if value > best_value:',
-     'if value >= best_value:', {'test_best_k'}),
-    ('03', 'best_k', 'k_max < 1 not rejected',
-     ' or k_max < 1:',
-     ':', {'test_best_k_bad_input'}),
-    ('04', 'verify', 'negative draft ids not rejected (only the upper bound checked)',
-     '0 <= int(draft_tokens.min()) and ',
-     '', {'test_verify_bad_input'}),
-    ('04', 'speculative_generate', "per_round records k, not the shortened last round's k",
-     'stats["per_round"].append((k_round, n))',
-     'stats["per_round"].append((k, n))', {'test_speculative_generate_stats'}),
-    ('05', 'estimate_alpha', 'one k assumed: every round compared with the longest draft of all rounds',
-     'if n < k)',
-     'if n < max(drafted))', {'test_estimate_alpha_formula'}),
-    ('05', 'round_terms', "no line through one point: c as the mean of each k's cost per token, not pooled",
-     'c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
-     'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0', {'test_round_terms_formula'}),
-    ('05', 'predicted_speedup', 'E(alpha, k) inline without the alpha = 1 case',
-     'return float(expected_tokens(alpha, k) / cost)',
-     'return float((1 - alpha ** (k + 1)) / (1 - alpha) / cost)', {'test_predicted_speedup_formula'}),
-    ('05', 'predicted_speedup', 'v read at the longest measured draft length instead of at k',
-     'terms["v"][k] + terms["o"]',
-     'terms["v"][max(terms["v"])] + terms["o"]', {'test_predicted_speedup_formula'}),
-    ('05', 'ngram_propose', 'no overlap between the match and the suffix',
-     'windows = tokens[:L - 1].unfold(0, n, 1)',
-     'windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)', {'test_ngram_propose_matches'}),
-    ('06', 'roofline_step_seconds', 'compute time not split across the GPUs',
-     'compute_s = 2 * weight_bytes(cfg, 1) * tokens / (n_gpus * gpu.flops_per_s)',
-     'compute_s = 2 * weight_bytes(cfg, 1) * tokens / gpu.flops_per_s', {'test_roofline_step_seconds'}),
-    ('06', 'roofline_step_seconds', 'tokens 0 accepted',
-     'if not tokens >= 1:',
-     'if not tokens >= 0:', {'test_roofline_step_seconds_bad_input'}),
-    ('06', 'spec_tokens_per_second', 'a negative draft_step_floor_s accepted',
-     '    if not draft_step_floor_s >= 0:\n        raise ValueError(f"draft_step_floor_s must be >= 0 seconds, got {draft_step_floor_s}")\n',
-     '', {'test_spec_tokens_per_second_bad_input'}),
-    ('06', 'spec_tokens_per_second', 'the verify step over k tokens, not k + 1',
-     'tokens=k + 1',
-     'tokens=k', {'test_spec_tokens_per_second', 'test_spec_tokens_per_second_no_floor'}),
-    ('06', 'memory_needed_bytes', 'the KV cache of one sequence, not of the batch',
-     'batch * context * kv_bytes_per_token(cfg)',
-     'context * kv_bytes_per_token(cfg)', {'test_memory_needed_bytes'}),
-    ('06', 'memory_needed_bytes', 'batch 0 accepted',
-     'if not batch >= 1:',
-     'if not batch >= 0:', {'test_memory_needed_bytes_bad_input'}),
-    ('06', 'max_concurrent_sequences', 'rounded to the nearest, not down',
-     'int(math.floor(free / (context * kv_bytes_per_token_total)))',
-     'int(round(free / (context * kv_bytes_per_token_total)))', {'test_max_concurrent_sequences_whole'}),
-    ('06', 'max_concurrent_sequences', 'a negative count when the weights do not fit',
-     'if free <= 0:\n        return 0\n    ',
-     '', {'test_max_concurrent_sequences_whole'}),
-    ('07', 'step_seconds', 'the fixed cost per step, not per layer',
-     'gpu.fixed_s + (gpu.fixed_s_per_layer * model["layers"] if',
-     'gpu.fixed_s + (gpu.fixed_s_per_layer if', {'test_step_seconds_parallel'}),
-    ('07', 'step_seconds', 'a ring all-reduce without the (n - 1) / n factor',
-     '2 * (n - 1) / n * message',
-     '2 * message', {'test_step_seconds_parallel'}),
-    ('07', 'step_seconds', 'tokens 2.5 accepted (no integer check)',
-     'isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1',
-     'tokens < 1', {'test_step_seconds_bad_input'}),
-    ('07', 'spec_speedup', "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
-     'dg = draft_gpus(gpu)',
-     'dg = gpu', {'test_spec_speedup_draft'}),
-    ('07', 'spec_speedup', 'no ValueError when the state does not fit in memory',
-     '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory: "\n                         f"{memory_needed_bytes(target, draft, batch, context) / 1e9:.1f} GB needed")\n',
-     '', {'test_spec_speedup_bad_input'}),
-    ('07', 'break_even_batch', 'the tie rule: a speedup of exactly 1 counted as paying',
-     'sampler_passes, c_step) > 1.0',
-     'sampler_passes, c_step) >= 1.0', {'test_break_even_batch'}),
-    ('07', 'break_even_batch', 'no ValueError when not even one sequence fits',
-     'if fits < 1:',
-     'if fits < 0:', {'test_break_even_batch_bad_input'}),
-    ('08', 'round_cost_ratio', "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
-     'dg = draft_gpus(gpu)',
-     'dg = gpu', {'test_round_cost_ratio_draft_gpus'}),
-    ('08', 'round_cost_ratio', 'no ValueError when the state does not fit in memory',
-     '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory")\n',
-     '', {'test_round_cost_ratio_bad_input'}),
-    ('08', 'break_even_alpha', 'a cost ratio of exactly 1 bisected, not 0.0',
-     'if cost_ratio <= 1:',
-     'if cost_ratio < 1:', {'test_break_even_alpha_zero'}),
-    ('08', 'break_even_alpha', 'a cost ratio of exactly k + 1 raises instead of giving 1.0',
-     'if cost_ratio > k + 1:',
-     'if cost_ratio >= k + 1:', {'test_break_even_alpha_top'}),
-    ('08', 'speedup_from_times', 'the round and plain times swapped',
-     'plain_step_s / round_s)',
-     'round_s / plain_step_s)', {'test_speedup_from_times'}),
-    ('08', 'speedup_from_times', 'no ValueError for a round time <= 0',
-     '    if not round_s > 0:\n        raise ValueError(f"round_s must be > 0 seconds, got {round_s}")\n',
-     '', {'test_speedup_from_times_bad_input'}),
-    ('08', 'check_claim', 'break-even judged by one speedup near 1, not over the range',
-     'holds = min(speedups) <= 1 + tolerance and max(speedups) >= 1 - tolerance',
-     'holds = any(abs(s - 1) <= tolerance for s in speedups)', {'test_check_claim'}),
-    ('08', 'check_claim', 'the order of round_s_range not checked',
-     'not 0 < round_s_range[0] <= round_s_range[1]',
-     'not 0 < round_s_range[0]', {'test_check_claim_bad_input'}),
-    ('08', 'best_k_for_batch', 'ties go to the largest k',
-     'if value > best_value:',
-     'if value >= best_value:', {'test_best_k_for_batch'}),
-    ('08', 'deployment_plan', 'the shares not normalised by their total',
-     'share / total / speedups[state]',
-     'share / speedups[state]', {'test_deployment_plan_fleet'}),
-    ('08', 'deployment_plan', 'no ValueError when the shares total 0',
-     '    if not total > 0:\n        raise ValueError("states must have a positive total share")\n',
-     '', {'test_deployment_plan_bad_input'}),
-    ('09', 'tree_mask', 'positions off by one (prefix_len + depth)',
-     'torch.tensor(depth, dtype=torch.long) + prefix_len - 1',
-     'torch.tensor(depth, dtype=torch.long) + prefix_len', {'test_tree_mask_positions'}),
-    ('09', 'verify_tree_greedy', 'the length of target_next not checked',
-     '    if len(target_next) != N + 1:\n        raise ValueError(f"target_next must hold N + 1 = {N + 1} ids, got {len(target_next)}")\n',
-     '', {'test_verify_tree_greedy_bad_input'}),
-    ('09', 'verify_tree_sampled', 'token ids not checked against the vocabulary',
-     '    if any(not 0 <= t < V for t in tokens):\n        raise ValueError(f"tokens must be ids in [0, {V}), got {tokens}")\n',
-     '', {'test_verify_tree_sampled_bad_input'}),
-    ('09', 'choose_path', 'a step equal to the budget left out',
-     'fits = [r for r in rows if r["step"] <= budget]',
-     'fits = [r for r in rows if r["step"] < budget]', {'test_choose_path_budget_and_domains'}),
-    ('09', 'choose_path', 'a budget of 0 accepted',
-     'or not budget > 0:',
-     'or budget < 0:', {'test_choose_path_bad_input'}),
-    ('09', 'rule_k', 'the largest k on a tie',
-     'best = max(speed, key=lambda k: (speed[k], -k))',
-     'best = max(speed, key=lambda k: (speed[k], k))', {'test_rule_k'}),
-    ('09', 'rule_k', 'never off: the best k even where it does not pay',
-     'return best if speed[best] > 1 else 0',
-     'return best', {'test_rule_k_off'}),
-    ('09', 'rule_k', 'a prediction of exactly 1 counted as paying',
-     'return best if speed[best] > 1 else 0',
-     'return best if speed[best] >= 1 else 0', {'test_rule_k_off'}),
-    ('10', 'run_seconds', 'the times returned as NumPy floats',
-     'return float(plain), float(speculative)',
-     'return np.float64(plain), np.float64(speculative)', {'test_run_seconds_plain'}),
-    ('10', 'run_seconds', 'k = 1 priced with one one-token draft step too many',
-     '(k - 1) * draft_s(B, 1)',
-     'max(k - 1, 1) * draft_s(B, 1)', {'test_run_seconds_speculative'}),
-    ('10', 'crossing', 'the last fall through 1, not the first',
-     'for a, b in zip(bs, bs[1:]):',
-     'for a, b in reversed(list(zip(bs, bs[1:]))):', {'test_crossing_none_and_bad_input'}),
-    ('10', 'crossing', 'a speedup of exactly 1 at the larger batch not a crossing',
-     'if points[a] > 1 >= points[b]:',
-     'if points[a] > 1 > points[b]:', {'test_crossing'}),
-    ('10', 'batched_accept', "next_tokens keeps the input's integer dtype (not a LongTensor)",
-     'next_tokens = target_argmax.long().gather(',
-     'next_tokens = target_argmax.gather(', {'test_batched_accept'}),
-    ('10', 'rollback', 'lengths cut by k + 1 - n_accepted (off by one)',
-     'return new_mask, lengths - (k - n_accepted)',
-     'return new_mask, lengths - (k + 1 - n_accepted)', {'test_rollback_lengths'}),
-    ('10', 'serving_metrics', 'a request exactly at an SLO bound misses it',
-     'good = (ttft <= ttft_slo) & (tpot <= tpot_slo)',
-     'good = (ttft < ttft_slo) & (tpot < tpot_slo)', {'test_serving_metrics_rates'}),
-    ('10', 'gate_k', 'memory checked without the draft',
-     'if not fits_in_memory(target, draft, gpu, batch, context):',
-     'if not fits_in_memory(target, None, gpu, batch, context):', {'test_gate_k'}),
-    ('11', 'acceptance_from_counters', 'the acceptance rate over D * k, not the draft tokens (short drafts ignored)',
-     '"acceptance_rate": float(accepted / draft_tokens)',
-     '"acceptance_rate": float(accepted / (drafts * k))', {'test_acceptance_from_counters_edges'}),
-    ('11', 'acceptance_from_counters', 'tau returned as a NumPy float',
-     '"tau": float(1 + accepted / drafts)',
-     '"tau": np.float64(1 + accepted / drafts)', {'test_acceptance_from_counters'}),
-    ('11', 'trace_from_stream', 'chunks counted, not tokens',
-     'finish, tokens = when, tokens + int(n)',
-     'finish, tokens = when, tokens + 1', {'test_trace_from_stream_tokens'}),
-    ('11', 'trace_from_stream', 'token counts summed as floats',
-     'finish, tokens = when, tokens + int(n)',
-     'finish, tokens = when, tokens + float(n)', {'test_trace_from_stream'}),
+    (
+        '12',
+        'expected_experts',
+        'r > E accepted (the formula goes negative)',
+        'if r > E:',
+        'if r > E and False:',
+        {'test_expected_experts_bad_input'},
+    ),
+    (
+        '12',
+        'moe_step_seconds',
+        "the KV cache read at the weights' bits",
+        'attention = roofline(batch * context * spec["kv_bytes_per_token"],',
+        'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] / spec["kv_bits"],',
+        {'test_moe_step_seconds_bits'},
+    ),
+    (
+        '01',
+        'weight_bytes',
+        'tied embeddings still counted as a separate LM head',
+        'lm_head = 0 if cfg["tie_word_embeddings"] else embedding',
+        'lm_head = embedding',
+        {'test_weight_bytes_models'},
+    ),
+    (
+        '01',
+        'weight_bytes',
+        'returns a NumPy integer',
+        'return params * bytes_per_param',
+        'return np.int64(params) * bytes_per_param',
+        {'test_weight_bytes'},
+    ),
+    (
+        '01',
+        'ridge_point',
+        'returns a NumPy float',
+        'return float(flops / bandwidth)',
+        'return np.float64(flops) / bandwidth',
+        {'test_ridge_point'},
+    ),
+    (
+        '01',
+        'ridge_point',
+        'flops = 0 accepted (only negative rejected)',
+        'if not flops > 0:',
+        'if flops < 0:',
+        {'test_ridge_point_bad_input'},
+    ),
+    (
+        '01',
+        'kv_bytes_per_token',
+        'head_dim from the config ignored',
+        'head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]',
+        'head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]',
+        {'test_kv_bytes_per_token'},
+    ),
+    (
+        '01',
+        'kv_bytes_per_token',
+        'bytes_per_elem = 0 accepted (only negative rejected)',
+        'if not bytes_per_elem > 0:',
+        'if bytes_per_elem < 0:',
+        {'test_kv_bytes_per_token_bad_input'},
+    ),
+    (
+        '01',
+        'decode_step_seconds',
+        'KV bytes forgotten',
+        'return float((weight_bytes + kv_bytes) / bandwidth)',
+        'return float(weight_bytes / bandwidth)',
+        {'test_decode_step_seconds'},
+    ),
+    (
+        '01',
+        'decode_step_seconds',
+        'a negative bandwidth accepted (only 0 rejected)',
+        'if not bandwidth > 0:',
+        'if bandwidth == 0:',
+        {'test_decode_step_seconds_bad_input'},
+    ),
+    (
+        '02',
+        'width_where_cost_grows',
+        "bytes_per_param truncated to an int (int4's 0.5 lost)",
+        'return float(ridge * bytes_per_param / 2)',
+        'return float(ridge * int(bytes_per_param) / 2)',
+        {'test_width_where_cost_grows_byte_widths'},
+    ),
+    (
+        '02',
+        'width_where_cost_grows',
+        'a negative bytes_per_param accepted (only 0 rejected)',
+        'if not bytes_per_param > 0:',
+        'if bytes_per_param == 0:',
+        {'test_width_where_cost_grows_bad_input'},
+    ),
+    (
+        '02',
+        'predicted_cost_ratio',
+        "the batch forgotten in the verify step's tokens",
+        'max(1.0, batch * width / w_star)',
+        'max(1.0, width / w_star)',
+        {'test_predicted_cost_ratio_batch'},
+    ),
+    (
+        '02',
+        'predicted_cost_ratio',
+        'a width below 1 accepted',
+        'if not width >= 1:',
+        'if not width > 0:',
+        {'test_predicted_cost_ratio_bad_input'},
+    ),
+    (
+        '03',
+        'expected_tokens',
+        'the alpha = 1 case forgotten (0 / 0)',
+        '    if alpha == 1.0:\n        return float(k + 1)\n',
+        '',
+        {'test_expected_tokens_edges'},
+    ),
+    (
+        '03',
+        'expected_tokens',
+        'a NaN alpha accepted (range checked with < and >)',
+        'if not 0 <= alpha <= 1:',
+        'if alpha < 0 or alpha > 1:',
+        {'test_expected_tokens_bad_input'},
+    ),
+    (
+        '03',
+        'simulate_tokens_per_round',
+        'every accepted draft counted, not the prefix before the first rejection',
+        'np.cumprod(accepted, axis=1).sum(axis=1)',
+        'accepted.sum(axis=1)',
+        {'test_simulate_tokens_per_round'},
+    ),
+    (
+        '03',
+        'simulate_tokens_per_round',
+        'n_rounds >= 1 not checked',
+        ' or n_rounds < 1:',
+        ':',
+        {'test_simulate_tokens_per_round_bad_input'},
+    ),
+    ('03', 'speedup', 'k + 1 draft steps counted per round', 'k * c + 1.0', '(k + 1) * c + 1.0', {'test_speedup'}),
+    ('03', 'speedup', 'a NaN c accepted (checked as c < 0)', 'if not c >= 0:', 'if c < 0:', {'test_speedup_bad_input'}),
+    ('03', 'best_k', 'ties go to the largest k', 'if value > best_value:', 'if value >= best_value:', {'test_best_k'}),
+    ('03', 'best_k', 'k_max < 1 not rejected', ' or k_max < 1:', ':', {'test_best_k_bad_input'}),
+    (
+        '04',
+        'verify',
+        'negative draft ids not rejected (only the upper bound checked)',
+        '0 <= int(draft_tokens.min()) and ',
+        '',
+        {'test_verify_bad_input'},
+    ),
+    (
+        '04',
+        'speculative_generate',
+        "per_round records k, not the shortened last round's k",
+        'stats["per_round"].append((k_round, n))',
+        'stats["per_round"].append((k, n))',
+        {'test_speculative_generate_stats'},
+    ),
+    (
+        '05',
+        'estimate_alpha',
+        'one k assumed: every round compared with the longest draft of all rounds',
+        'if n < k)',
+        'if n < max(drafted))',
+        {'test_estimate_alpha_formula'},
+    ),
+    (
+        '05',
+        'round_terms',
+        "no line through one point: c as the mean of each k's cost per token, not pooled",
+        'c, c_round = sum(p["propose_seconds"] for p in profile.values()) / drafted / token_seconds, 0.0',
+        'c, c_round = sum(p["propose_seconds"] / max(p["drafted"], 1) for p in profile.values()) / len(profile) / token_seconds, 0.0',
+        {'test_round_terms_formula'},
+    ),
+    (
+        '05',
+        'predicted_speedup',
+        'E(alpha, k) inline without the alpha = 1 case',
+        'return float(expected_tokens(alpha, k) / cost)',
+        'return float((1 - alpha ** (k + 1)) / (1 - alpha) / cost)',
+        {'test_predicted_speedup_formula'},
+    ),
+    (
+        '05',
+        'predicted_speedup',
+        'v read at the longest measured draft length instead of at k',
+        'terms["v"][k] + terms["o"]',
+        'terms["v"][max(terms["v"])] + terms["o"]',
+        {'test_predicted_speedup_formula'},
+    ),
+    (
+        '05',
+        'ngram_propose',
+        'no overlap between the match and the suffix',
+        'windows = tokens[:L - 1].unfold(0, n, 1)',
+        'windows = tokens[:max(L - n, 0)].unfold(0, n, 1) if L >= 2 * n else tokens.new_empty(0, n)',
+        {'test_ngram_propose_matches'},
+    ),
+    (
+        '06',
+        'roofline_step_seconds',
+        'compute time not split across the GPUs',
+        'compute_s = 2 * weight_bytes(cfg, 1) * tokens / (n_gpus * gpu.flops_per_s)',
+        'compute_s = 2 * weight_bytes(cfg, 1) * tokens / gpu.flops_per_s',
+        {'test_roofline_step_seconds'},
+    ),
+    (
+        '06',
+        'roofline_step_seconds',
+        'tokens 0 accepted',
+        'if not tokens >= 1:',
+        'if not tokens >= 0:',
+        {'test_roofline_step_seconds_bad_input'},
+    ),
+    (
+        '06',
+        'spec_tokens_per_second',
+        'a negative draft_step_floor_s accepted',
+        '    if not draft_step_floor_s >= 0:\n        raise ValueError(f"draft_step_floor_s must be >= 0 seconds, got {draft_step_floor_s}")\n',
+        '',
+        {'test_spec_tokens_per_second_bad_input'},
+    ),
+    (
+        '06',
+        'spec_tokens_per_second',
+        'the verify step over k tokens, not k + 1',
+        'tokens=k + 1',
+        'tokens=k',
+        {'test_spec_tokens_per_second', 'test_spec_tokens_per_second_no_floor'},
+    ),
+    (
+        '06',
+        'memory_needed_bytes',
+        'the KV cache of one sequence, not of the batch',
+        'batch * context * kv_bytes_per_token(cfg)',
+        'context * kv_bytes_per_token(cfg)',
+        {'test_memory_needed_bytes'},
+    ),
+    (
+        '06',
+        'memory_needed_bytes',
+        'batch 0 accepted',
+        'if not batch >= 1:',
+        'if not batch >= 0:',
+        {'test_memory_needed_bytes_bad_input'},
+    ),
+    (
+        '06',
+        'max_concurrent_sequences',
+        'rounded to the nearest, not down',
+        'int(math.floor(free / (context * kv_bytes_per_token_total)))',
+        'int(round(free / (context * kv_bytes_per_token_total)))',
+        {'test_max_concurrent_sequences_whole'},
+    ),
+    (
+        '06',
+        'max_concurrent_sequences',
+        'a negative count when the weights do not fit',
+        'if free <= 0:\n        return 0\n    ',
+        '',
+        {'test_max_concurrent_sequences_whole'},
+    ),
+    (
+        '07',
+        'step_seconds',
+        'the fixed cost per step, not per layer',
+        'gpu.fixed_s + (gpu.fixed_s_per_layer * model["layers"] if',
+        'gpu.fixed_s + (gpu.fixed_s_per_layer if',
+        {'test_step_seconds_parallel'},
+    ),
+    (
+        '07',
+        'step_seconds',
+        'a ring all-reduce without the (n - 1) / n factor',
+        '2 * (n - 1) / n * message',
+        '2 * message',
+        {'test_step_seconds_parallel'},
+    ),
+    (
+        '07',
+        'step_seconds',
+        'tokens 2.5 accepted (no integer check)',
+        'isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 1',
+        'tokens < 1',
+        {'test_step_seconds_bad_input'},
+    ),
+    (
+        '07',
+        'spec_speedup',
+        "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
+        'dg = draft_gpus(gpu)',
+        'dg = gpu',
+        {'test_spec_speedup_draft'},
+    ),
+    (
+        '07',
+        'spec_speedup',
+        'no ValueError when the state does not fit in memory',
+        '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory: "\n                         f"{memory_needed_bytes(target, draft, batch, context) / 1e9:.1f} GB needed")\n',
+        '',
+        {'test_spec_speedup_bad_input'},
+    ),
+    (
+        '07',
+        'break_even_batch',
+        'the tie rule: a speedup of exactly 1 counted as paying',
+        'sampler_passes, c_step) > 1.0',
+        'sampler_passes, c_step) >= 1.0',
+        {'test_break_even_batch'},
+    ),
+    (
+        '07',
+        'break_even_batch',
+        'no ValueError when not even one sequence fits',
+        'if fits < 1:',
+        'if fits < 0:',
+        {'test_break_even_batch_bad_input'},
+    ),
+    (
+        '08',
+        'round_cost_ratio',
+        "the draft's steps on the target's GPUs, not draft_gpus(gpu)",
+        'dg = draft_gpus(gpu)',
+        'dg = gpu',
+        {'test_round_cost_ratio_draft_gpus'},
+    ),
+    (
+        '08',
+        'round_cost_ratio',
+        'no ValueError when the state does not fit in memory',
+        '    if not fits_in_memory(target, draft, gpu, batch, context):\n        raise ValueError(f"batch {batch} x context {context} tokens does not fit in memory")\n',
+        '',
+        {'test_round_cost_ratio_bad_input'},
+    ),
+    (
+        '08',
+        'break_even_alpha',
+        'a cost ratio of exactly 1 bisected, not 0.0',
+        'if cost_ratio <= 1:',
+        'if cost_ratio < 1:',
+        {'test_break_even_alpha_zero'},
+    ),
+    (
+        '08',
+        'break_even_alpha',
+        'a cost ratio of exactly k + 1 raises instead of giving 1.0',
+        'if cost_ratio > k + 1:',
+        'if cost_ratio >= k + 1:',
+        {'test_break_even_alpha_top'},
+    ),
+    (
+        '08',
+        'speedup_from_times',
+        'the round and plain times swapped',
+        'plain_step_s / round_s)',
+        'round_s / plain_step_s)',
+        {'test_speedup_from_times'},
+    ),
+    (
+        '08',
+        'speedup_from_times',
+        'no ValueError for a round time <= 0',
+        '    if not round_s > 0:\n        raise ValueError(f"round_s must be > 0 seconds, got {round_s}")\n',
+        '',
+        {'test_speedup_from_times_bad_input'},
+    ),
+    (
+        '08',
+        'check_claim',
+        'break-even judged by one speedup near 1, not over the range',
+        'holds = min(speedups) <= 1 + tolerance and max(speedups) >= 1 - tolerance',
+        'holds = any(abs(s - 1) <= tolerance for s in speedups)',
+        {'test_check_claim'},
+    ),
+    (
+        '08',
+        'check_claim',
+        'the order of round_s_range not checked',
+        'not 0 < round_s_range[0] <= round_s_range[1]',
+        'not 0 < round_s_range[0]',
+        {'test_check_claim_bad_input'},
+    ),
+    (
+        '08',
+        'best_k_for_batch',
+        'ties go to the largest k',
+        'if value > best_value:',
+        'if value >= best_value:',
+        {'test_best_k_for_batch'},
+    ),
+    (
+        '08',
+        'deployment_plan',
+        'the shares not normalised by their total',
+        'share / total / speedups[state]',
+        'share / speedups[state]',
+        {'test_deployment_plan_fleet'},
+    ),
+    (
+        '08',
+        'deployment_plan',
+        'no ValueError when the shares total 0',
+        '    if not total > 0:\n        raise ValueError("states must have a positive total share")\n',
+        '',
+        {'test_deployment_plan_bad_input'},
+    ),
+    (
+        '09',
+        'tree_mask',
+        'positions off by one (prefix_len + depth)',
+        'torch.tensor(depth, dtype=torch.long) + prefix_len - 1',
+        'torch.tensor(depth, dtype=torch.long) + prefix_len',
+        {'test_tree_mask_positions'},
+    ),
+    (
+        '09',
+        'verify_tree_greedy',
+        'the length of target_next not checked',
+        '    if len(target_next) != N + 1:\n        raise ValueError(f"target_next must hold N + 1 = {N + 1} ids, got {len(target_next)}")\n',
+        '',
+        {'test_verify_tree_greedy_bad_input'},
+    ),
+    (
+        '09',
+        'verify_tree_sampled',
+        'token ids not checked against the vocabulary',
+        '    if any(not 0 <= t < V for t in tokens):\n        raise ValueError(f"tokens must be ids in [0, {V}), got {tokens}")\n',
+        '',
+        {'test_verify_tree_sampled_bad_input'},
+    ),
+    (
+        '09',
+        'choose_path',
+        'a step equal to the budget left out',
+        'fits = [r for r in rows if r["step"] <= budget]',
+        'fits = [r for r in rows if r["step"] < budget]',
+        {'test_choose_path_budget_and_domains'},
+    ),
+    (
+        '09',
+        'choose_path',
+        'a budget of 0 accepted',
+        'or not budget > 0:',
+        'or budget < 0:',
+        {'test_choose_path_bad_input'},
+    ),
+    (
+        '09',
+        'rule_k',
+        'the largest k on a tie',
+        'best = max(speed, key=lambda k: (speed[k], -k))',
+        'best = max(speed, key=lambda k: (speed[k], k))',
+        {'test_rule_k'},
+    ),
+    (
+        '09',
+        'rule_k',
+        'never off: the best k even where it does not pay',
+        'return best if speed[best] > 1 else 0',
+        'return best',
+        {'test_rule_k_off'},
+    ),
+    (
+        '09',
+        'rule_k',
+        'a prediction of exactly 1 counted as paying',
+        'return best if speed[best] > 1 else 0',
+        'return best if speed[best] >= 1 else 0',
+        {'test_rule_k_off'},
+    ),
+    (
+        '10',
+        'run_seconds',
+        'the times returned as NumPy floats',
+        'return float(plain), float(speculative)',
+        'return np.float64(plain), np.float64(speculative)',
+        {'test_run_seconds_plain'},
+    ),
+    (
+        '10',
+        'run_seconds',
+        'k = 1 priced with one one-token draft step too many',
+        '(k - 1) * draft_s(B, 1)',
+        'max(k - 1, 1) * draft_s(B, 1)',
+        {'test_run_seconds_speculative'},
+    ),
+    (
+        '10',
+        'crossing',
+        'the last fall through 1, not the first',
+        'for a, b in zip(bs, bs[1:]):',
+        'for a, b in reversed(list(zip(bs, bs[1:]))):',
+        {'test_crossing_none_and_bad_input'},
+    ),
+    (
+        '10',
+        'crossing',
+        'a speedup of exactly 1 at the larger batch not a crossing',
+        'if points[a] > 1 >= points[b]:',
+        'if points[a] > 1 > points[b]:',
+        {'test_crossing'},
+    ),
+    (
+        '10',
+        'batched_accept',
+        "next_tokens keeps the input's integer dtype (not a LongTensor)",
+        'next_tokens = target_argmax.long().gather(',
+        'next_tokens = target_argmax.gather(',
+        {'test_batched_accept'},
+    ),
+    (
+        '10',
+        'rollback',
+        'lengths cut by k + 1 - n_accepted (off by one)',
+        'return new_mask, lengths - (k - n_accepted)',
+        'return new_mask, lengths - (k + 1 - n_accepted)',
+        {'test_rollback_lengths'},
+    ),
+    (
+        '10',
+        'serving_metrics',
+        'a request exactly at an SLO bound misses it',
+        'good = (ttft <= ttft_slo) & (tpot <= tpot_slo)',
+        'good = (ttft < ttft_slo) & (tpot < tpot_slo)',
+        {'test_serving_metrics_rates'},
+    ),
+    (
+        '10',
+        'gate_k',
+        'memory checked without the draft',
+        'if not fits_in_memory(target, draft, gpu, batch, context):',
+        'if not fits_in_memory(target, None, gpu, batch, context):',
+        {'test_gate_k'},
+    ),
+    (
+        '11',
+        'acceptance_from_counters',
+        'the acceptance rate over D * k, not the draft tokens (short drafts ignored)',
+        '"acceptance_rate": float(accepted / draft_tokens)',
+        '"acceptance_rate": float(accepted / (drafts * k))',
+        {'test_acceptance_from_counters_edges'},
+    ),
+    (
+        '11',
+        'acceptance_from_counters',
+        'tau returned as a NumPy float',
+        '"tau": float(1 + accepted / drafts)',
+        '"tau": np.float64(1 + accepted / drafts)',
+        {'test_acceptance_from_counters'},
+    ),
+    (
+        '11',
+        'trace_from_stream',
+        'chunks counted, not tokens',
+        'finish, tokens = when, tokens + int(n)',
+        'finish, tokens = when, tokens + 1',
+        {'test_trace_from_stream_tokens'},
+    ),
+    (
+        '11',
+        'trace_from_stream',
+        'token counts summed as floats',
+        'finish, tokens = when, tokens + int(n)',
+        'finish, tokens = when, tokens + float(n)',
+        {'test_trace_from_stream'},
+    ),
 ]
 
 
 def _points(prefix, part):
-    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in notebook(prefix).cells
-            if c.cell_type == "code" and _grading(c).get("grade") and not _grading(c).get("solution")
-            and c.metadata["nbgrader"]["grade_id"] in dict(part_test_cells(prefix, part))}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+        for c in notebook(prefix).cells
+        if c.cell_type == "code"
+        and _grading(c).get("grade")
+        and not _grading(c).get("solution")
+        and c.metadata["nbgrader"]["grade_id"] in dict(part_test_cells(prefix, part))
+    }
 
 
 @pytest.mark.parametrize("slip", ONE_RULE_SLIPS, ids=[f"{s[0]}-{s[1]}-{s[2][:40]}" for s in ONE_RULE_SLIPS])
 def test_a_one_rule_slip_loses_only_that_rules_points(slip):
     prefix, part, what, old, new, expected = slip
     points = _points(prefix, part)
-    assert set(expected) <= set(points), f"{prefix} {part}: {set(expected) - set(points)} are not test cells of the part"
+    assert set(expected) <= set(points), (
+        f"{prefix} {part}: {set(expected) - set(points)} are not test cells of the part"
+    )
     failing = {f.grade_id for f in run_part(prefix, part, patched(prefix, part, (old, new)))}
     lost, total = sum(points[g] for g in failing), sum(points.values())
     print(f"{prefix} {part}: '{what}' fails {sorted(failing)}: {total - lost:g} of {total:g} points")

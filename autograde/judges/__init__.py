@@ -1,7 +1,8 @@
 """The judges: each notebook's hidden tests, run by the grader outside the student's process (autograde.judge).
 
 One module per notebook whose test cells are judged (``nb01`` for 01_decode_is_bandwidth_bound, ``nb04`` for
-04_speculative_decoder and so on; ``modules`` is the table), never shipped to learners (the release step copies notebooks only). A judge function takes ``probe`` (an
+04_speculative_decoder and so on; ``modules`` is the table), never shipped to learners (the release step copies
+notebooks only). A judge function takes ``probe`` (an
 ``autograde.judge.KernelProbe``: ``probe(name, *args)``, ``probe.many``, ``probe.map``) and ``rng`` (a
 ``numpy.random.Generator`` seeded by the grader, fresh for every grading run) and raises an AssertionError
 ("rule: ...", a ``judge.Broken`` where it can say what came back) on the first rule the answers break. The
@@ -12,6 +13,7 @@ The release step refuses a notebook whose test cells and judge module are out of
 code without a judge included), the grader a hidden block without a judge, and the contract's rules for a cell are
 the rule labels its judge can raise (``rules_of``).
 """
+
 import ast
 import functools
 import inspect
@@ -24,6 +26,7 @@ _MARKED = re.compile("^" + re.escape(MARK.split("{module}")[0]) + r"(\w+)\.(\w+)
 def _module(assignment: str):
     """The judge module of a notebook, or None where it has none (``modules`` is the table)."""
     import importlib
+
     name = modules().get(assignment)
     return importlib.import_module(f"autograde.judges.{name}") if name else None
 
@@ -45,11 +48,20 @@ def warm(assignment: str):
 
 def modules():
     """{assignment: judge module name}: the notebooks whose test cells are judged."""
-    return {"01_decode_is_bandwidth_bound": "nb01", "02_verification_is_almost_free": "nb02",
-            "03_acceptance_math": "nb03", "04_speculative_decoder": "nb04", "05_acceptance_in_practice": "nb05",
-            "06_h100_configs_real_timings": "nb06", "07_batch_crossover": "nb07",
-            "08_break_even_acceptance": "nb08", "09_speculation_that_pays": "nb09",
-            "10_batches_and_servers": "nb10", "11_real_engines": "nb11", "12_moe_and_quantised": "nb12"}
+    return {
+        "01_decode_is_bandwidth_bound": "nb01",
+        "02_verification_is_almost_free": "nb02",
+        "03_acceptance_math": "nb03",
+        "04_speculative_decoder": "nb04",
+        "05_acceptance_in_practice": "nb05",
+        "06_h100_configs_real_timings": "nb06",
+        "07_batch_crossover": "nb07",
+        "08_break_even_acceptance": "nb08",
+        "09_speculation_that_pays": "nb09",
+        "10_batches_and_servers": "nb10",
+        "11_real_engines": "nb11",
+        "12_moe_and_quantised": "nb12",
+    }
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,6 +69,7 @@ def hardware():
     """The course's hardware table (specdec.tables.load_hardware, data/hardware.csv), read once per process for every
     judge that sends or prices a machine; callers must not change it."""
     from specdec.tables import load_hardware
+
     return load_hardware()
 
 
@@ -65,6 +78,7 @@ def model_configs():
     """The course's model configs (specdec.tables.load_model_configs, data/model_configs.json), read once per process;
     callers must not change them."""
     from specdec.tables import load_model_configs
+
     return load_model_configs()
 
 
@@ -83,13 +97,19 @@ def _given_names(assignment):
 
     from autograde import SOLUTIONS
     from autograde.given import given_cells
+
     nb = nbformat.read(SOLUTIONS / assignment / f"{assignment}.ipynb", as_version=4)
     setup = next(c for c in nb.cells if c.cell_type == "code")
     given = [cell.source for _, cell in given_cells(nb)]
-    kept = [node for node in ast.parse(setup.source).body
-            if isinstance(node, (ast.Import, ast.ImportFrom))
-            or (isinstance(node, ast.Assign) and not any(isinstance(n, ast.Name) and n.id == "load_pair"
-                                                         for n in ast.walk(node.value)))]
+    kept = [
+        node
+        for node in ast.parse(setup.source).body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        or (
+            isinstance(node, ast.Assign)
+            and not any(isinstance(n, ast.Name) and n.id == "load_pair" for n in ast.walk(node.value))
+        )
+    ]
     kept = _needed(kept, [ast.parse(source) for source in given])
     names = {"__name__": f"given_{assignment}"}
     exec(compile(ast.Module(body=kept, type_ignores=[]), f"<{assignment} setup>", "exec"), names)
@@ -102,6 +122,7 @@ def _needed(setup, trees):
     """The setup's assignments (the judges read their tables and machines by name) and the imports that these and
     the given cells read: a judge's process imports what the given functions use, not the notebook's plotting and
     progress bars (10's setup imports matplotlib and tqdm: about half a second of one core in a fresh process)."""
+
     def read(node):
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -124,11 +145,12 @@ def _needed(setup, trees):
 def marked(source: str):
     """(module, function) a test cell's hidden block names as its judge, or None where the block is test code."""
     from autograde.assignment import HIDDEN_BEGIN
+
     lines = [line.strip() for line in source.splitlines()]
     start = next((i for i, line in enumerate(lines) if line.startswith(HIDDEN_BEGIN)), None)
     if start is None:
         return None
-    block = [line for line in lines[start + 1:] if line and not line.startswith("### END HIDDEN TESTS")]
+    block = [line for line in lines[start + 1 :] if line and not line.startswith("### END HIDDEN TESTS")]
     found = [_MARKED.match(line) for line in block]
     if len(block) == 1 and found[0]:
         return found[0].group(1), found[0].group(2)
@@ -144,7 +166,9 @@ def rules_of(module_name: str, function: str):
 @functools.lru_cache(maxsize=None)
 def _rules_of(module_name, function):
     import importlib
+
     from autograde.assignment import RULE_PREFIX
+
     tree = ast.parse(inspect.getsource(importlib.import_module(f"autograde.judges.{module_name}")))
     defs = {}
     for node in tree.body:
@@ -162,7 +186,7 @@ def _rules_of(module_name, function):
     def walk(node):
         for n in sorted((n for n in ast.walk(node) if hasattr(n, "lineno")), key=lambda n: (n.lineno, n.col_offset)):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith(RULE_PREFIX):
-                found.append(n.value[len(RULE_PREFIX):].strip())
+                found.append(n.value[len(RULE_PREFIX) :].strip())
             elif isinstance(n, ast.Name) and n.id in defs and n.id not in seen:
                 seen.add(n.id)
                 walk(defs[n.id])
@@ -178,6 +202,7 @@ def out_of_step(assignment: str, cells):
     `cells` are the notebook's cells (nbformat)."""
     from autograde.assignment import is_test_cell, nbgrader_meta
     from autograde.executor import visible_part
+
     module, name = _module(assignment), modules().get(assignment)
     judges = module.JUDGES if module is not None else {}
     problems, seen = [], set()
@@ -187,15 +212,20 @@ def out_of_step(assignment: str, cells):
         grade_id, mark = nbgrader_meta(cell).get("grade_id"), marked(cell.source)
         seen.add(grade_id)
         if not mark and grade_id not in judges and visible_part(cell.source)[1]:
-            problems.append(f"{grade_id}: its hidden tests have no judge (no hidden test runs in the student's "
-                            f"kernel: write one in autograde/judges/)")
+            problems.append(
+                f"{grade_id}: its hidden tests have no judge (no hidden test runs in the student's "
+                f"kernel: write one in autograde/judges/)"
+            )
         elif mark and module is None:
             problems.append(f"{grade_id}: names a judge, but {assignment} has no judge module")
         elif grade_id in judges and mark != (name, grade_id):
-            problems.append(f"{grade_id}: its hidden block must be the one line "
-                            f"{MARK.format(module=name, function=grade_id)!r}")
+            problems.append(
+                f"{grade_id}: its hidden block must be the one line {MARK.format(module=name, function=grade_id)!r}"
+            )
         elif mark and grade_id not in judges:
             problems.append(f"{grade_id}: names a judge, but autograde.judges.{name} has none for it")
-    problems += [f"{g}: autograde.judges.{name} judges a test cell the notebook does not have"
-                 for g in sorted(set(judges) - seen)]
+    problems += [
+        f"{g}: autograde.judges.{name} judges a test cell the notebook does not have"
+        for g in sorted(set(judges) - seen)
+    ]
     return problems

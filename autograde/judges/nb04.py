@@ -6,6 +6,7 @@ temperatures and the random model pairs of `speculative_generate`. The kernel ge
 (``autograde.judge.Build``); the judge builds its own copy of every model (the course's pair from data/models,
 the random pairs from the same recipes) and computes every reference and statistic here, on the raw answers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,9 +15,25 @@ import threading
 
 import numpy as np
 
-from autograde.judge import (Broken, Tensor, build, copy_of, counted, describe, generator, kind_of, named, noisy, rows,
-                             seeds, sharp, tensor, value_errors, value_of)
-from autograde.judge import tiny_llama as tiny
+from autograde.judge import (
+    Broken,
+    Tensor,
+    build,
+    copy_of,
+    counted,
+    describe,
+    generator,
+    kind_of,
+    named,
+    noisy,
+    rows,
+    seeds,
+    sharp,
+    tensor,
+    tiny_llama as tiny,
+    value_errors,
+    value_of,
+)
 
 VERIFY, GENERATE = "verify", "speculative_generate"
 # chi-square critical values at significance 1e-6 (df = cells - 1): a correct answer fails one in a million
@@ -37,6 +54,7 @@ def _load_pair():
     import torch
 
     from specdec.core.models import load_pair
+
     torch.set_num_threads(1)
     return load_pair()
 
@@ -46,6 +64,7 @@ def warm():
     notebook, so that the first judged cell does not wait for it."""
     _pair()
     import scipy.stats  # noqa: F401
+
     from specdec.core.decoding import greedy_generate  # noqa: F401
 
 
@@ -56,6 +75,7 @@ def _names():
 
 def _torch():
     import torch
+
     return torch
 
 
@@ -91,7 +111,7 @@ def test_verify_greedy_by_hand(probe, rng):
     calls, want = [], []
     for trial in range(200):
         V, k = int(rng.integers(3, 9)), int(rng.integers(1, 8))
-        a = [int(x) for x in rng.integers(0, V, k + 1)]                                  # target argmaxes
+        a = [int(x) for x in rng.integers(0, V, k + 1)]  # target argmaxes
         d = [a[i] if rng.random() < 0.6 else int(rng.integers(0, V)) for i in range(k)]  # draft argmaxes
         n = next((i for i in range(k) if d[i] != a[i]), k)
         gen = generator(int(rng.integers(0, 2**31))) if trial % 2 else None
@@ -100,7 +120,9 @@ def test_verify_greedy_by_hand(probe, rng):
     for answer, (ids, n) in zip(probe.many(VERIFY, calls), want):
         got_ids, got_n = _round(answer)
         if got_n != n:
-            raise AssertionError("rule: greedy (one-hot) rounds: accept while the argmaxes agree (n_accepted a plain int)")
+            raise AssertionError(
+                "rule: greedy (one-hot) rounds: accept while the argmaxes agree (n_accepted a plain int)"
+            )
         if got_ids != ids:
             raise AssertionError("rule: greedy (one-hot) rounds: the accepted drafts, then the target's argmax")
 
@@ -113,9 +135,9 @@ def test_verify_greedy_by_hand_accept(probe, rng):
         x, b = int(rng.integers(0, V)), int(rng.integers(0, V))
         p0, q0 = _probs(rng, 2, V, float(rng.uniform(1, 3)), 0.02)
         if p0[x] < q0[x]:
-            p0, q0 = q0, p0                                                             # p(x) >= q(x)
+            p0, q0 = q0, p0  # p(x) >= q(x)
         pt, qt = _t(np.stack([p0, np.eye(V)[b]])), _t([q0])
-        if float(pt[0, x]) < float(qt[0, x]):                                          # float32 rounding: skip
+        if float(pt[0, x]) < float(qt[0, x]):  # float32 rounding: skip
             continue
         calls.append(((tensor(pt), tensor(qt), tensor(_t([x], "int64")), generator(int(rng.integers(0, 2**31)))), {}))
         want.append([x, b])
@@ -127,7 +149,7 @@ def test_verify_greedy_by_hand_accept(probe, rng):
 
 def test_verify_edge_cases(probe, rng):
     calls, cases = [], []
-    for _ in range(100):                          # alpha = 0: p on one set of tokens, q on the rest
+    for _ in range(100):  # alpha = 0: p on one set of tokens, q on the rest
         V = int(rng.integers(3, 9))
         cut = int(rng.integers(1, V))
         order = rng.permutation(V)
@@ -136,18 +158,27 @@ def test_verify_edge_cases(probe, rng):
         p0[on_p], q0[on_q] = rng.random(len(on_p)) + 0.1, rng.random(len(on_q)) + 0.1
         p = np.stack([p0 / p0.sum(), _probs(rng, 1, V, 1.0, 0.01)[0]])
         x = int(rng.choice(on_q))
-        calls.append(((tensor(_t(p)), tensor(_t([q0 / q0.sum()])), tensor(_t([x], "int64")),
-                       generator(int(rng.integers(0, 2**31)))), {}))
+        calls.append(
+            (
+                (
+                    tensor(_t(p)),
+                    tensor(_t([q0 / q0.sum()])),
+                    tensor(_t([x], "int64")),
+                    generator(int(rng.integers(0, 2**31))),
+                ),
+                {},
+            )
+        )
         cases.append(("disjoint", on_p))
     for j in range(300):
         V, k = int(rng.integers(3, 9)), int(rng.integers(1, 8))
         p, q = _probs(rng, k + 1, V, float(rng.uniform(1, 4))), _probs(rng, k, V, float(rng.uniform(1, 3)))
         if j % 3 == 0:
-            p[:k] = q                                                                  # alpha = 1
+            p[:k] = q  # alpha = 1
         d = [int(rng.choice(V, p=q[i] / q[i].sum())) for i in range(k)]
         seed = int(rng.integers(0, 2**31))
         args = (tensor(_t(p)), tensor(_t(q)), tensor(_t(d, "int64")), generator(seed))
-        calls += [(args, {}), (args, {})]                                              # the same seed twice
+        calls += [(args, {}), (args, {})]  # the same seed twice
         cases.append(("random", (_t(p), _t(q), d, j % 3 == 0)))
     answers = probe.many(VERIFY, calls)
     i = 0
@@ -156,7 +187,9 @@ def test_verify_edge_cases(probe, rng):
             ids, n = _round(answers[i])
             i += 1
             if not (n == 0 and len(ids) == 1 and ids[0] in case):
-                raise AssertionError("rule: p(x) = 0 never accepts x; the correction comes from the residual max(0, p - q)")
+                raise AssertionError(
+                    "rule: p(x) = 0 never accepts x; the correction comes from the residual max(0, p - q)"
+                )
             continue
         (ids, n), (again, n2) = _round(answers[i]), _round(answers[i + 1])
         i += 2
@@ -195,7 +228,7 @@ def _sampled_rounds(probe, rng, V, k, n_draws=4000):
     pt, qt = _t(p), _t(q)
     p64, q64 = pt.double().numpy(), qt.double().numpy()
     p64, q64 = p64 / p64.sum(-1, keepdims=True), q64 / q64.sum(-1, keepdims=True)
-    drafts = np.stack([rng.choice(V, n_draws, p=q64[i]) for i in range(k)], axis=1)   # (n_draws, k), row i ~ q[i]
+    drafts = np.stack([rng.choice(V, n_draws, p=q64[i]) for i in range(k)], axis=1)  # (n_draws, k), row i ~ q[i]
     draws = [int(x) for x in rng.integers(0, 2**31, n_draws)]
     first, second, n_first = [0] * V, [0] * V, 0
     for answer in probe.map(VERIFY, n_draws, (tensor(pt), tensor(qt), rows(tensor(_t(drafts, "int64"))), seeds(draws))):
@@ -230,29 +263,44 @@ def test_verify_bad_input(probe, rng):
 
     def u(*shape):
         return tensor(_t(np.full(shape, 1.0 / shape[-1])))
+
     ids = tensor(_t(list(range(k)), "int64"))
-    cases = [((u(k + 1, V + 1), u(k, V), ids), ("p", "q")),                 # V differs
-             ((u(k + 1), u(k, V), ids), ("p",)),                            # p 1-D
-             ((u(k + 1, V), u(V), ids), ("q",)),                            # q 1-D
-             ((u(k, V), u(k, V), ids), ("p",)),                             # p with k rows
-             ((u(k + 1, V), u(k, V), tensor(_t(list(range(k + 1)), "int64"))), ("draft_tokens",)),
-             ((u(k + 1, V), u(k, V), tensor(_t([list(range(k))], "int64"))), ("draft_tokens",)),
-             ((u(k + 1, V), u(k, V), tensor(_t([V + int(rng.integers(0, 5))] * k, "int64"))), ("draft_tokens",)),
-             ((u(k + 1, V), u(k, V), tensor(_t([-1 - int(rng.integers(0, 5))] * k, "int64"))), ("draft_tokens",))]
+    cases = [
+        ((u(k + 1, V + 1), u(k, V), ids), ("p", "q")),  # V differs
+        ((u(k + 1), u(k, V), ids), ("p",)),  # p 1-D
+        ((u(k + 1, V), u(V), ids), ("q",)),  # q 1-D
+        ((u(k, V), u(k, V), ids), ("p",)),  # p with k rows
+        ((u(k + 1, V), u(k, V), tensor(_t(list(range(k + 1)), "int64"))), ("draft_tokens",)),
+        ((u(k + 1, V), u(k, V), tensor(_t([list(range(k))], "int64"))), ("draft_tokens",)),
+        ((u(k + 1, V), u(k, V), tensor(_t([V + int(rng.integers(0, 5))] * k, "int64"))), ("draft_tokens",)),
+        ((u(k + 1, V), u(k, V), tensor(_t([-1 - int(rng.integers(0, 5))] * k, "int64"))), ("draft_tokens",)),
+    ]
     order = rng.permutation(len(cases)).tolist()
-    value_errors(probe.many(VERIFY, [(cases[j][0], {}) for j in order]), [cases[j][1] for j in order],
-                 "rule: bad input: q not (k, V), p not (k+1, V), or draft_tokens not k ids in [0, V) must raise "
-                 "ValueError", "rule: bad input: the message names the argument (p, q or draft_tokens)")
+    value_errors(
+        probe.many(VERIFY, [(cases[j][0], {}) for j in order]),
+        [cases[j][1] for j in order],
+        "rule: bad input: q not (k, V), p not (k+1, V), or draft_tokens not k ids in [0, V) must raise ValueError",
+        "rule: bad input: the message names the argument (p, q or draft_tokens)",
+    )
 
 
 # ------------------------------------------------------------------------------------------ speculative_generate
 def _tokens(answer, rule, length):
     """The generated ids (a list) from speculative_generate's answer, with its stats."""
     got = value_of(answer, rule)
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], Tensor) and got[0].kind == "torch"
-            and got[0].dtype == "int64" and got[0].shape == (1, length) and isinstance(got[1], dict)):
-        raise Broken("rule: returns the prompt followed by exactly max_new_tokens new tokens", describe(answer)
-                     + f" (the prompt and the new tokens make shape (1, {length}))")
+    if not (
+        isinstance(got, tuple)
+        and len(got) == 2
+        and isinstance(got[0], Tensor)
+        and got[0].kind == "torch"
+        and got[0].dtype == "int64"
+        and got[0].shape == (1, length)
+        and isinstance(got[1], dict)
+    ):
+        raise Broken(
+            "rule: returns the prompt followed by exactly max_new_tokens new tokens",
+            describe(answer) + f" (the prompt and the new tokens make shape (1, {length}))",
+        )
     return got[0].values[0], got[1]
 
 
@@ -271,6 +319,7 @@ def _greedy(probe, cases, rule):
     """cases: (target recipe, draft recipe, prompt tensor, max_new_tokens, k); answers checked against the judge's
     own greedy decoding of its own copy of the target."""
     from specdec.core.decoding import greedy_generate
+
     # a recipe repeated across the calls is built once on each side: in the kernel by the probe's memo, here below
     targets = {repr(t): build(t, _names()) for t, *_ in cases}
     answers = probe.many(GENERATE, [((t, d, tensor(prompt), n), {"k": k}) for t, d, prompt, n, k in cases])
@@ -285,7 +334,10 @@ def _greedy(probe, cases, rule):
 def _prompt(rng, domain, length):
     from specdec.core.decoding import heldout_prompts
     from specdec.core.models import heldout_texts
-    return heldout_prompts(_pair()[2], heldout_texts(domain), 1, prompt_tokens=length, seed=int(rng.integers(0, 10**6)))[0]
+
+    return heldout_prompts(
+        _pair()[2], heldout_texts(domain), 1, prompt_tokens=length, seed=int(rng.integers(0, 10**6))
+    )[0]
 
 
 def _random_models(rng):
@@ -302,29 +354,49 @@ def _ids(rng, T, V=300):
 def test_speculative_generate_greedy(probe, rng):
     cases = []
     for j, domain in enumerate(rng.permutation(["prose", "json", "code", "prose", "json"]).tolist()):
-        cases.append((named("target"), named("draft"), _prompt(rng, domain, int(rng.integers(8, 25))),
-                      int(rng.integers(12, 25)), int(rng.integers(1, 9))))
-    _greedy(probe, cases, "rule: exact: at temperature 0 the output is the target's greedy output (other prompts and k)")
+        cases.append(
+            (
+                named("target"),
+                named("draft"),
+                _prompt(rng, domain, int(rng.integers(8, 25))),
+                int(rng.integers(12, 25)),
+                int(rng.integers(1, 9)),
+            )
+        )
+    _greedy(
+        probe, cases, "rule: exact: at temperature 0 the output is the target's greedy output (other prompts and k)"
+    )
 
 
 def test_speculative_generate_greedy_pairs(probe, rng):
     big, small, copy = _random_models(rng)
-    cases = [(big, d, _ids(rng, int(rng.integers(2, 12))), int(rng.integers(20, 31)), int(rng.integers(2, 9)))
-             for d in (small, copy) for _ in range(2)]
-    _greedy(probe, cases, "rule: exact: at temperature 0 the output is the target's greedy output (other model "
-                          "pairs, prompt lengths and k)")
+    cases = [
+        (big, d, _ids(rng, int(rng.integers(2, 12))), int(rng.integers(20, 31)), int(rng.integers(2, 9)))
+        for d in (small, copy)
+        for _ in range(2)
+    ]
+    _greedy(
+        probe,
+        cases,
+        "rule: exact: at temperature 0 the output is the target's greedy output (other model "
+        "pairs, prompt lengths and k)",
+    )
 
 
 def test_speculative_generate_greedy_short(probe, rng):
     big, small, copy = _random_models(rng)
     cases = []
     for d in (small, copy):
-        cases.append((big, d, _ids(rng, 1), int(rng.integers(10, 20)), int(rng.integers(2, 6))))     # nothing to prefill
+        cases.append((big, d, _ids(rng, 1), int(rng.integers(10, 20)), int(rng.integers(2, 6))))  # nothing to prefill
         k = int(rng.integers(2, 7))
-        cases.append((big, d, _ids(rng, int(rng.integers(2, 10))), int(rng.integers(1, k)), k))     # fewer than k
+        cases.append((big, d, _ids(rng, int(rng.integers(2, 10))), int(rng.integers(1, k)), k))  # fewer than k
     cases.append((named("target"), named("draft"), _prompt(rng, "code", 12)[:, :1], int(rng.integers(4, 10)), 4))
-    _greedy(probe, cases, "rule: exact: at temperature 0 the output is the target's greedy output (other model "
-                          "pairs, prompt lengths and k)")
+    _greedy(
+        probe,
+        cases,
+        "rule: exact: at temperature 0 the output is the target's greedy output (other model "
+        "pairs, prompt lengths and k)",
+    )
 
 
 def _check_stats(stats, k):
@@ -332,8 +404,9 @@ def _check_stats(stats, k):
     if not (all(type(stats.get(key)) is int for key in keys) and isinstance(stats.get("per_round"), list)):
         raise AssertionError("rule: stats: per_round holds one (drafted, accepted) pair per round")
     r, d, a, per = stats["rounds"], stats["drafted"], stats["accepted"], stats["per_round"]
-    if len(per) != r or not all(isinstance(x, (tuple, list)) and len(x) == 2 and all(type(v) is int for v in x)
-                                for x in per):
+    if len(per) != r or not all(
+        isinstance(x, (tuple, list)) and len(x) == 2 and all(type(v) is int for v in x) for x in per
+    ):
         raise AssertionError("rule: stats: per_round holds one (drafted, accepted) pair per round")
     if sum(x[0] for x in per) != d or sum(x[1] for x in per) != a:
         raise AssertionError("rule: stats: per_round adds up to drafted and accepted")
@@ -347,8 +420,11 @@ def test_speculative_generate_stats(probe, rng):
     k = int(rng.integers(2, 6))
     prompt = _prompt(rng, "json", int(rng.integers(10, 20)))
     n = int(rng.integers(20, 36))
-    ids, stats = _tokens(probe(GENERATE, named("target"), named("draft"), tensor(prompt), n, k=k),
-                         "rule: returns a (1, T + max_new_tokens) LongTensor of token ids", prompt.shape[1] + n)
+    ids, stats = _tokens(
+        probe(GENERATE, named("target"), named("draft"), tensor(prompt), n, k=k),
+        "rule: returns a (1, T + max_new_tokens) LongTensor of token ids",
+        prompt.shape[1] + n,
+    )
     _check_stats(stats, k)
     prompt = _prompt(rng, "prose", int(rng.integers(8, 16)))
     T, n, k = prompt.shape[1], int(rng.integers(15, 26)), int(rng.integers(2, 6))
@@ -356,10 +432,14 @@ def test_speculative_generate_stats(probe, rng):
     calls = []
     for temp in temps:
         seed = int(rng.integers(0, 2**31))
-        same = ((named("target"), named("draft"), tensor(prompt), n), {"k": k, "temperature": temp,
-                                                                      "generator": generator(seed)})
-        twin = ((named("target"), copy_of(named("target")), tensor(prompt), n + 4),
-                {"k": 4, "temperature": temp, "generator": generator(seed + 1)})
+        same = (
+            (named("target"), named("draft"), tensor(prompt), n),
+            {"k": k, "temperature": temp, "generator": generator(seed)},
+        )
+        twin = (
+            (named("target"), copy_of(named("target")), tensor(prompt), n + 4),
+            {"k": 4, "temperature": temp, "generator": generator(seed + 1)},
+        )
         calls += [same, same, twin]
     answers = probe.many(GENERATE, calls)
     for j in range(len(temps)):
@@ -371,12 +451,15 @@ def test_speculative_generate_stats(probe, rng):
             raise AssertionError(rule)
         r, _, a = _check_stats(st1, k)
         if not 0 <= a + r - n <= k:
-            raise AssertionError("rule: stats: each round emits accepted + 1 tokens (rounds, accepted at temperature > 0)")
+            raise AssertionError(
+                "rule: stats: each round emits accepted + 1 tokens (rounds, accepted at temperature > 0)"
+            )
         _, st = _tokens(answers[3 * j + 2], rule, T + n + 4)
         _, d, a = _check_stats(st, 4)
         if a < 0.9 * d:
-            raise AssertionError("rule: temperature applies to both models: a draft equal to the target is accepted at "
-                                 "any temperature")
+            raise AssertionError(
+                "rule: temperature applies to both models: a draft equal to the target is accepted at any temperature"
+            )
 
 
 def test_speculative_generate_stats_forwards(probe, rng):
@@ -386,18 +469,28 @@ def test_speculative_generate_stats_forwards(probe, rng):
         k, n_new = int(rng.integers(2, 8)), int(rng.integers(20, 41))
         prompt = _prompt(rng, "code", int(rng.integers(8, 16)))
         T = prompt.shape[1]
-        answer = probe(GENERATE, counted(named("target"), "target"), counted(copy_of(named("target")), "draft"),
-                       tensor(prompt), n_new, k=k)
+        answer = probe(
+            GENERATE,
+            counted(named("target"), "target"),
+            counted(copy_of(named("target")), "draft"),
+            tensor(prompt),
+            n_new,
+            k=k,
+        )
         seen = probe.observed
         if answer[0] == "raised" and "generate() is not called" in answer[1].message:
-            raise AssertionError("rule: one target forward per round, k draft forwards per round (your own loop, not "
-                                 "model.generate())")
-        ids, stats = _tokens(answer, "rule: returns the prompt followed by exactly max_new_tokens new tokens", T + n_new)
-        try:           # per_round is test_speculative_generate_stats' rule: a slip there costs that cell alone
+            raise AssertionError(
+                "rule: one target forward per round, k draft forwards per round (your own loop, not model.generate())"
+            )
+        ids, stats = _tokens(
+            answer, "rule: returns the prompt followed by exactly max_new_tokens new tokens", T + n_new
+        )
+        try:  # per_round is test_speculative_generate_stats' rule: a slip there costs that cell alone
             r, d, a = (int(stats[key]) for key in ("rounds", "drafted", "accepted"))
         except (TypeError, KeyError, ValueError):
-            raise AssertionError("rule: stats: they count work done: a target forward per round, a draft forward per "
-                                 "drafted token") from None
+            raise AssertionError(
+                "rule: stats: they count work done: a target forward per round, a draft forward per drafted token"
+            ) from None
         if r > math.ceil(n_new / (k + 1)) + 2:
             raise AssertionError("rule: a draft equal to the target is accepted: a round emits k + 1 tokens")
         if a < d - 2 * k:
@@ -407,16 +500,18 @@ def test_speculative_generate_stats_forwards(probe, rng):
         if seen.get("draft", 10**9) > (k + 1) * r + 2:
             raise AssertionError("rule: k draft forwards per round")
         if seen.get("target.model", 0) < r or seen.get("draft.model", 0) < d:
-            raise AssertionError("rule: stats: they count work done: a target forward per round, a draft forward per "
-                                 "drafted token")
+            raise AssertionError(
+                "rule: stats: they count work done: a target forward per round, a draft forward per drafted token"
+            )
         with torch.no_grad():
             first = int(target(prompt).logits[0, -1].argmax())
-        if ids[:T + 1] != prompt[0].tolist() + [first]:
-            raise AssertionError("rule: the prompt, then tokens from the target (the first new token is the target's "
-                                 "argmax)")
+        if ids[: T + 1] != prompt[0].tolist() + [first]:
+            raise AssertionError(
+                "rule: the prompt, then tokens from the target (the first new token is the target's argmax)"
+            )
 
 
-MODE_MAX = 0.8      # the most probable pair of first tokens in the two-token test: at most this likely
+MODE_MAX = 0.8  # the most probable pair of first tokens in the two-token test: at most this likely
 
 
 def _two_token_test(probe, rng, temperature, k, n_runs=600):
@@ -426,6 +521,7 @@ def _two_token_test(probe, rng, temperature, k, n_runs=600):
     greedy decoding would pass the test by chance (it did, once in a full test run)."""
     torch = _torch()
     from scipy.stats import chisquare
+
     V = 8
     for _ in range(50):
         s = int(rng.integers(0, 10**6))
@@ -446,15 +542,18 @@ def _two_token_test(probe, rng, temperature, k, n_runs=600):
     want = (joint * n_runs).numpy()
     draws = [int(x) for x in rng.integers(0, 2**31, n_runs)]
     counts = np.zeros(V * V)
-    rule = "rule: exact: at a temperature > 0 the new tokens are distributed as the target's own sampling (another " \
-           "temperature)"
-    for answer in probe.map(GENERATE, n_runs, (t, d, tensor(prompt), 2),
-                            {"k": k, "temperature": temperature, "generator": seeds(draws)}):
+    rule = (
+        "rule: exact: at a temperature > 0 the new tokens are distributed as the target's own sampling (another "
+        "temperature)"
+    )
+    for answer in probe.map(
+        GENERATE, n_runs, (t, d, tensor(prompt), 2), {"k": k, "temperature": temperature, "generator": seeds(draws)}
+    ):
         ids, _ = _tokens(answer, rule, T0 + 2)
         if not all(0 <= x < V for x in ids[T0:]):
             raise AssertionError(rule)
         counts[ids[T0] * V + ids[T0 + 1]] += 1
-    small = want < 5                                                                   # pool rare cells
+    small = want < 5  # pool rare cells
     obs, exp = counts[~small], want[~small]
     if small.any():
         obs, exp = np.append(obs, counts[small].sum()), np.append(exp, want[small].sum())
@@ -473,22 +572,30 @@ def test_speculative_generate_distribution_temperature(probe, rng):
 def test_speculative_generate_bad_input(probe, rng):
     prompt = _prompt(rng, "prose", int(rng.integers(4, 12)))
     base = {"target": named("target"), "draft": named("draft"), "input_ids": tensor(prompt), "k": 2}
-    cases = [({"max_new_tokens": 0}, "max_new_tokens"), ({"max_new_tokens": -int(rng.integers(1, 9))}, "max_new_tokens"),
-             ({"max_new_tokens": 5, "k": -int(rng.integers(0, 4))}, "k"),
-             ({"max_new_tokens": 5, "temperature": -float(rng.uniform(0.01, 2))}, "temperature"),
-             ({"max_new_tokens": 5, "input_ids": tensor(prompt[0])}, "input_ids"),
-             ({"max_new_tokens": 5, "input_ids": tensor(prompt.repeat(2, 1))}, "input_ids")]
+    cases = [
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": -int(rng.integers(1, 9))}, "max_new_tokens"),
+        ({"max_new_tokens": 5, "k": -int(rng.integers(0, 4))}, "k"),
+        ({"max_new_tokens": 5, "temperature": -float(rng.uniform(0.01, 2))}, "temperature"),
+        ({"max_new_tokens": 5, "input_ids": tensor(prompt[0])}, "input_ids"),
+        ({"max_new_tokens": 5, "input_ids": tensor(prompt.repeat(2, 1))}, "input_ids"),
+    ]
     order = rng.permutation(len(cases)).tolist()
-    value_errors(probe.many(GENERATE, [((), dict(base, **cases[j][0])) for j in order]), [cases[j][1] for j in order],
-                 "rule: bad input: k < 1, max_new_tokens < 1, temperature < 0 or input_ids not (1, T) must raise "
-                 "ValueError", "rule: bad input: the message names the argument (k, max_new_tokens, temperature or "
-                 "input_ids)")
+    value_errors(
+        probe.many(GENERATE, [((), dict(base, **cases[j][0])) for j in order]),
+        [cases[j][1] for j in order],
+        "rule: bad input: k < 1, max_new_tokens < 1, temperature < 0 or input_ids not (1, T) must raise ValueError",
+        "rule: bad input: the message names the argument (k, max_new_tokens, temperature or input_ids)",
+    )
 
 
 # statistical tests the notebook's visible part runs for the learner and the judge runs again on inputs of its
 # own: under grading the kernel runs only the judge's probes for these cells (executor._kernel_source)
-for _fn in (test_verify_distribution, test_speculative_generate_distribution,
-            test_speculative_generate_distribution_temperature):
+for _fn in (
+    test_verify_distribution,
+    test_speculative_generate_distribution,
+    test_speculative_generate_distribution_temperature,
+):
     _fn.replaces_visible = True
 
 JUDGES = {name: fn for name, fn in globals().items() if name.startswith("test_") and callable(fn)}

@@ -7,12 +7,28 @@ own `predicted_speedup` (the given cell restating notebook 05's, ``given_names``
 greedy decoding of its own copy of the target; the sampled rule's are chi-square tests the judge computes on the raw
 tokens of rounds whose trees it drew itself.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from autograde.judge import (Broken, Tensor, build, call, describe, generator, named, nonfinite, random_heads, rows,
-                             seeds, tensor, tiny_llama, value_errors, value_of)
+from autograde.judge import (
+    Broken,
+    Tensor,
+    build,
+    call,
+    describe,
+    generator,
+    named,
+    nonfinite,
+    random_heads,
+    rows,
+    seeds,
+    tensor,
+    tiny_llama,
+    value_errors,
+    value_of,
+)
 
 ASSIGNMENT = "09_speculation_that_pays"
 
@@ -27,16 +43,19 @@ def warm():
 
 def _target():
     from autograde.judges.nb04 import _pair
+
     return _pair()[0]
 
 
 def _given():
     from autograde.judges import given_names
+
     return given_names(ASSIGNMENT)
 
 
 def _torch():
     import torch
+
     return torch
 
 
@@ -50,16 +69,26 @@ PATH = "choose_path"
 
 def _rate(r, alphas):
     """Tokens per second: the geometric mean of the domains' speedups (plain decoding: 1) over the step."""
-    sp = [max([1.0] + [_E(a, k) / (k * r["c"] + r["c_round"] + r["v"][k] + r["o"]) for k in r["v"]])
-          for a in alphas.values()]
+    sp = [
+        max([1.0] + [_E(a, k) / (k * r["c"] + r["c_round"] + r["v"][k] + r["o"]) for k in r["v"]])
+        for a in alphas.values()
+    ]
     return float(np.prod(sp)) ** (1 / len(sp)) / r["step"]
 
 
 def _rows(rng, n, ks, steps, widths):
-    return [{"path": f"p{i}", "width": int(rng.choice(widths)),
-             "step": float(rng.choice(steps)) if isinstance(steps, list) else float(rng.uniform(*steps)),
-             "c": float(rng.uniform(0, 0.3)), "c_round": float(rng.uniform(-0.05, 0.2)), "o": float(rng.uniform(0, 0.3)),
-             "v": {k: float(rng.uniform(0.9, 1 + 0.4 * k)) for k in ks}} for i in range(n)]
+    return [
+        {
+            "path": f"p{i}",
+            "width": int(rng.choice(widths)),
+            "step": float(rng.choice(steps)) if isinstance(steps, list) else float(rng.uniform(*steps)),
+            "c": float(rng.uniform(0, 0.3)),
+            "c_round": float(rng.uniform(-0.05, 0.2)),
+            "o": float(rng.uniform(0, 0.3)),
+            "v": {k: float(rng.uniform(0.9, 1 + 0.4 * k)) for k in ks},
+        }
+        for i in range(n)
+    ]
 
 
 def _chosen(answer, rows, rule):
@@ -88,8 +117,10 @@ def test_choose_path(probe, rng):
         if not any(got is r for r in widest):
             raise AssertionError("rule: the candidates are the affordable rows at the widest width among them")
         if not abs(_rate(got, alphas) - max(_rate(r, alphas) for r in widest)) < 1e-9 * _rate(got, alphas):
-            raise AssertionError("rule: the most tokens per second: the best E(alpha, k) / (k c + c_round + v(k) + o), "
-                                 "or 1, divided by the step")
+            raise AssertionError(
+                "rule: the most tokens per second: the best E(alpha, k) / (k c + c_round + v(k) + o), "
+                "or 1, divided by the step"
+            )
     plain = "rule: a row where no k is above 1 decodes plainly: its speedup counts as 1"
     if _chosen(answers[-1], [slow_spec, fast_plain], plain) != 1:
         raise AssertionError(plain)
@@ -102,14 +133,24 @@ def test_choose_path_budget_and_domains(probe, rng):
         rows = _rows(rng, int(rng.integers(2, 7)), ks, [0.005, 0.01, 0.015, 0.02], [4096, 8192, 16384])
         alphas = {f"d{j}": float(rng.uniform(0, 1)) for j in range(int(rng.integers(1, 4)))}
         cases.append((rows, alphas, float(rng.choice([0.004, 0.01, 0.015, 0.03]))))
-    split = [{"path": "even", "width": 8, "step": 0.01, "c": 0.0, "c_round": 0.0, "o": 0.0, "v": {1: 0.2, 8: 10.0}},
-             {"path": "lopsided", "width": 8, "step": 0.01, "c": 0.0, "c_round": 0.0, "o": 0.0, "v": {8: 0.45}}]
-    same = {"width": 8, "step": 0.01, "c": float(rng.uniform(0.05, 0.15)), "c_round": 0.05, "o": 0.1,
-            "v": {4: float(rng.uniform(1.1, 1.3))}}
+    split = [
+        {"path": "even", "width": 8, "step": 0.01, "c": 0.0, "c_round": 0.0, "o": 0.0, "v": {1: 0.2, 8: 10.0}},
+        {"path": "lopsided", "width": 8, "step": 0.01, "c": 0.0, "c_round": 0.0, "o": 0.0, "v": {8: 0.45}},
+    ]
+    same = {
+        "width": 8,
+        "step": 0.01,
+        "c": float(rng.uniform(0.05, 0.15)),
+        "c_round": 0.05,
+        "o": 0.1,
+        "v": {4: float(rng.uniform(1.1, 1.3))},
+    }
     twins = [dict(same, path="first"), dict(same, path="second")]
     extra = [(split, {"a": 0.0, "b": 1.0}, 0.02), (twins, {"d": float(rng.uniform(0.6, 0.8))}, 0.02)]
     answers = probe.many(PATH, [(case, {}) for case in cases + extra])
-    mean_rule = "rule: tokens per second from the geometric mean of the domains' speedups (other rows, alphas and budgets)"
+    mean_rule = (
+        "rule: tokens per second from the geometric mean of the domains' speedups (other rows, alphas and budgets)"
+    )
     for (rows, alphas, budget), answer in zip(cases, answers):
         fits = [r for r in rows if r["step"] <= budget]
         if not fits:
@@ -134,29 +175,52 @@ def test_choose_path_budget_and_domains(probe, rng):
 
 
 def test_choose_path_bad_input(probe, rng):
-    row = {"path": "bf16", "width": int(rng.choice([4096, 40960])), "step": float(rng.uniform(0.005, 0.02)),
-           "c": float(rng.uniform(0.01, 0.1)), "c_round": float(rng.uniform(0.0, 0.05)), "o": float(rng.uniform(0.01, 0.1)),
-           "v": {2: float(rng.uniform(1.0, 1.1)), 4: float(rng.uniform(1.1, 1.3))}}
+    row = {
+        "path": "bf16",
+        "width": int(rng.choice([4096, 40960])),
+        "step": float(rng.uniform(0.005, 0.02)),
+        "c": float(rng.uniform(0.01, 0.1)),
+        "c_round": float(rng.uniform(0.0, 0.05)),
+        "o": float(rng.uniform(0.01, 0.1)),
+        "v": {2: float(rng.uniform(1.0, 1.1)), 4: float(rng.uniform(1.1, 1.3))},
+    }
     rows, al, b = [row], {"code": float(rng.uniform(0.3, 0.9))}, float(rng.uniform(0.005, 0.05))
 
     def no(key):
         return {x: y for x, y in row.items() if x != key}
 
-    bad = [(([], al, b), "rows"), ((row, al, b), "rows"), (([dict(row, step=0.0)], al, b), "rows"),
-           (([dict(row, c=-0.1)], al, b), "rows"), (([dict(row, v={})], al, b), "rows"),
-           (([dict(row, v={0: 1.0})], al, b), "rows"), (([dict(row, v={2: 0.0})], al, b), "rows"),
-           (([{"step": 0.01, "v": {2: 1.0}}], al, b), "rows"), (([no("width")], al, b), "rows"),
-           (([dict(row, width=0)], al, b), "rows"), (([dict(row, width=4096.0)], al, b), "rows"),
-           (([no("c_round")], al, b), "rows"), (([no("o")], al, b), "rows"),
-           (([dict(row, o=nonfinite("nan"))], al, b), "rows"),
-           (([dict(row, c_round=-(2 * 4 * row["c"] + 2 * 1.3 + row["o"]))], al, b), "rows"),
-           ((rows, {}, b), "alphas"), ((rows, {"code": float(rng.uniform(1.01, 2))}, b), "alphas"),
-           ((rows, {"code": -float(rng.uniform(0.01, 1))}, b), "alphas"), ((rows, [0.6], b), "alphas"),
-           ((rows, al, -b), "budget"), ((rows, al, 0.0), "budget"), ((rows, al, str(b)), "budget")]
+    bad = [
+        (([], al, b), "rows"),
+        ((row, al, b), "rows"),
+        (([dict(row, step=0.0)], al, b), "rows"),
+        (([dict(row, c=-0.1)], al, b), "rows"),
+        (([dict(row, v={})], al, b), "rows"),
+        (([dict(row, v={0: 1.0})], al, b), "rows"),
+        (([dict(row, v={2: 0.0})], al, b), "rows"),
+        (([{"step": 0.01, "v": {2: 1.0}}], al, b), "rows"),
+        (([no("width")], al, b), "rows"),
+        (([dict(row, width=0)], al, b), "rows"),
+        (([dict(row, width=4096.0)], al, b), "rows"),
+        (([no("c_round")], al, b), "rows"),
+        (([no("o")], al, b), "rows"),
+        (([dict(row, o=nonfinite("nan"))], al, b), "rows"),
+        (([dict(row, c_round=-(2 * 4 * row["c"] + 2 * 1.3 + row["o"]))], al, b), "rows"),
+        ((rows, {}, b), "alphas"),
+        ((rows, {"code": float(rng.uniform(1.01, 2))}, b), "alphas"),
+        ((rows, {"code": -float(rng.uniform(0.01, 1))}, b), "alphas"),
+        ((rows, [0.6], b), "alphas"),
+        ((rows, al, -b), "budget"),
+        ((rows, al, 0.0), "budget"),
+        ((rows, al, str(b)), "budget"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(PATH, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input (rows empty or malformed, a round costing 0 or less, alphas empty or outside [0, 1], "
-                 "budget <= 0) must raise ValueError", "rule: bad input: the ValueError message names the argument")
+    value_errors(
+        probe.many(PATH, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input (rows empty or malformed, a round costing 0 or less, alphas empty or outside [0, 1], "
+        "budget <= 0) must raise ValueError",
+        "rule: bad input: the ValueError message names the argument",
+    )
 
 
 # ------------------------------------------------------------------------------------ C: rule_k
@@ -171,11 +235,15 @@ def test_rule_k(probe, rng):
     cases = []
     for _ in range(200):
         ks_all = sorted(set(int(k) for k in rng.choice([1, 2, 3, 4, 5, 6, 8, 12], size=int(rng.integers(1, 7)))))
-        terms = {"c": float(rng.uniform(0, 0.3)), "c_round": float(rng.uniform(0, 0.3)), "o": float(rng.uniform(0, 0.3)),
-                 "v": {k: float(rng.uniform(0.9, 1 + 0.3 * k)) for k in ks_all}}
+        terms = {
+            "c": float(rng.uniform(0, 0.3)),
+            "c_round": float(rng.uniform(0, 0.3)),
+            "o": float(rng.uniform(0, 0.3)),
+            "v": {k: float(rng.uniform(0.9, 1 + 0.3 * k)) for k in ks_all},
+        }
         sub = [k for k in ks_all if rng.uniform() < 0.7] or ks_all[:1]
         cases.append((float(rng.uniform(0.5, 1)), terms, list(reversed(sub))))
-    s = float(rng.choice([2.0, 4.0, 8.0]))           # the same speedup s at every k (a power of 2: exactly s)
+    s = float(rng.choice([2.0, 4.0, 8.0]))  # the same speedup s at every k (a power of 2: exactly s)
     tie = {"c": 0.0, "c_round": 0.0, "o": 0.0, "v": {k: (k + 1) / s for k in (2, 3, 4, 8)}}
     order = tuple(int(k) for k in rng.permutation([8, 4, 3, 2]))
     answers = probe.many(RULE, [(case, {}) for case in cases] + [((1.0, tie, order), {})])
@@ -198,11 +266,15 @@ def test_rule_k_off(probe, rng):
     cases = []
     for _ in range(200):
         ks_all = sorted(set(int(k) for k in rng.choice([1, 2, 4, 8], size=int(rng.integers(1, 5)))))
-        terms = {"c": float(rng.uniform(0, 0.5)), "c_round": float(rng.uniform(0, 1)), "o": float(rng.uniform(0, 1)),
-                 "v": {k: float(rng.uniform(0.9, 2 + 0.3 * k)) for k in ks_all}}
+        terms = {
+            "c": float(rng.uniform(0, 0.5)),
+            "c_round": float(rng.uniform(0, 1)),
+            "o": float(rng.uniform(0, 1)),
+            "v": {k: float(rng.uniform(0.9, 2 + 0.3 * k)) for k in ks_all},
+        }
         cases.append((float(rng.uniform(0, 1)), terms, ks_all))
-    v = float(rng.choice([0.25, 0.5, 0.75, 1.0]))                         # v + (1 - v) is exactly 1 in binary
-    even = {"c": 0.0, "c_round": 0.0, "o": 1.0 - v, "v": {1: v, 4: v}}      # alpha 0: exactly 1.0x at every k
+    v = float(rng.choice([0.25, 0.5, 0.75, 1.0]))  # v + (1 - v) is exactly 1 in binary
+    even = {"c": 0.0, "c_round": 0.0, "o": 1.0 - v, "v": {1: v, 4: v}}  # alpha 0: exactly 1.0x at every k
     answers = probe.many(RULE, [(case, {}) for case in cases] + [((0.0, even, [1, 4]), {})])
     off = "rule: 0 where no prediction is above 1 (other alpha and terms)"
     for (a, terms, ks), answer in zip(cases, answers):
@@ -217,17 +289,39 @@ def test_rule_k_off(probe, rng):
 
 
 def test_rule_k_bad_input(probe, rng):
-    terms = {"c": float(rng.uniform(0.01, 0.1)), "c_round": float(rng.uniform(0.05, 0.2)), "o": float(rng.uniform(0.1, 0.3)),
-             "v": {1: 1.0, 2: float(rng.uniform(1.0, 1.1)), 4: float(rng.uniform(1.1, 1.3)), 8: float(rng.uniform(1.3, 1.8))}}
+    terms = {
+        "c": float(rng.uniform(0.01, 0.1)),
+        "c_round": float(rng.uniform(0.05, 0.2)),
+        "o": float(rng.uniform(0.1, 0.3)),
+        "v": {
+            1: 1.0,
+            2: float(rng.uniform(1.0, 1.1)),
+            4: float(rng.uniform(1.1, 1.3)),
+            8: float(rng.uniform(1.3, 1.8)),
+        },
+    }
     a = float(rng.uniform(0.3, 0.9))
-    bad = [((a, terms, []), "ks"), ((a, terms, [0]), "ks"), ((a, terms, [2.0]), "ks"), ((a, terms, [True]), "ks"),
-           ((a, terms, [3]), "ks"), ((a, terms, 4), "ks"), ((a, terms, [1, 16]), "ks"),
-           ((float(rng.uniform(1.01, 2)), terms, [1, 2]), "alpha"), ((-float(rng.uniform(0.01, 1)), terms, [1, 2]), "alpha"),
-           ((a, [terms["c"], terms["o"]], [1, 2]), "terms"), ((a, {"c": terms["c"]}, [1, 2]), "terms")]
+    bad = [
+        ((a, terms, []), "ks"),
+        ((a, terms, [0]), "ks"),
+        ((a, terms, [2.0]), "ks"),
+        ((a, terms, [True]), "ks"),
+        ((a, terms, [3]), "ks"),
+        ((a, terms, 4), "ks"),
+        ((a, terms, [1, 16]), "ks"),
+        ((float(rng.uniform(1.01, 2)), terms, [1, 2]), "alpha"),
+        ((-float(rng.uniform(0.01, 1)), terms, [1, 2]), "alpha"),
+        ((a, [terms["c"], terms["o"]], [1, 2]), "terms"),
+        ((a, {"c": terms["c"]}, [1, 2]), "terms"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(RULE, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input (ks empty, not integers >= 1 or not measured in terms, alpha outside [0, 1], terms "
-                 "malformed) must raise ValueError", "rule: bad input: the ValueError message names the argument")
+    value_errors(
+        probe.many(RULE, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input (ks empty, not integers >= 1 or not measured in terms, alpha outside [0, 1], terms "
+        "malformed) must raise ValueError",
+        "rule: bad input: the ValueError message names the argument",
+    )
 
 
 # ------------------------------------------------------------------------------------ D: tree_mask
@@ -297,13 +391,23 @@ def _tree_part(probe, rng, part, chain, other):
 
 
 def test_tree_mask(probe, rng):
-    _tree_part(probe, rng, 0, "rule: a chain of nodes gives the causal (lower-triangular) mask",
-               "rule: node i attends to the sequence, its ancestors and itself (other trees and prefix lengths)")
+    _tree_part(
+        probe,
+        rng,
+        0,
+        "rule: a chain of nodes gives the causal (lower-triangular) mask",
+        "rule: node i attends to the sequence, its ancestors and itself (other trees and prefix lengths)",
+    )
 
 
 def test_tree_mask_positions(probe, rng):
-    _tree_part(probe, rng, 1, "rule: position of node i is prefix_len - 1 + depth(i) (a chain)",
-               "rule: position_ids is a LongTensor, prefix_len - 1 + depth(i) (other trees)")
+    _tree_part(
+        probe,
+        rng,
+        1,
+        "rule: position of node i is prefix_len - 1 + depth(i) (a chain)",
+        "rule: position_ids is a LongTensor, prefix_len - 1 + depth(i) (other trees)",
+    )
 
 
 def test_tree_mask_types(probe, rng):
@@ -320,20 +424,35 @@ def test_tree_mask_types(probe, rng):
     empty = "rule: an empty tree gives a (0, prefix_len) mask and no positions"
     L = int(rng.integers(1, 9))
     got = value_of(probe(MASK, [], L), empty)
-    if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], Tensor) and got[0].shape == (0, L)
-            and isinstance(got[1], Tensor) and got[1].shape == (0,)):
+    if not (
+        isinstance(got, (tuple, list))
+        and len(got) == 2
+        and isinstance(got[0], Tensor)
+        and got[0].shape == (0, L)
+        and isinstance(got[1], Tensor)
+        and got[1].shape == (0,)
+    ):
         raise AssertionError(empty)
 
 
 def test_tree_mask_bad_input(probe, rng):
     L = int(rng.integers(1, 9))
-    bad = [(([-1, 2, 0], L), "parents"), (([0], L), "parents"), (([-2], L), "parents"),
-           (([-1, 0, int(rng.integers(3, 9))], L), "parents"),
-           (([-1, 0], 0), "prefix_len"), (([-1], -int(rng.integers(1, 9))), "prefix_len"), (([-1], L + 0.5), "prefix_len")]
+    bad = [
+        (([-1, 2, 0], L), "parents"),
+        (([0], L), "parents"),
+        (([-2], L), "parents"),
+        (([-1, 0, int(rng.integers(3, 9))], L), "parents"),
+        (([-1, 0], 0), "prefix_len"),
+        (([-1], -int(rng.integers(1, 9))), "prefix_len"),
+        (([-1], L + 0.5), "prefix_len"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(MASK, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input: a parent outside [-1, i) or prefix_len that is not an int >= 1 (ValueError)",
-                 "rule: bad input: the message names the argument (parents or prefix_len)")
+    value_errors(
+        probe.many(MASK, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input: a parent outside [-1, i) or prefix_len that is not an int >= 1 (ValueError)",
+        "rule: bad input: the message names the argument (parents or prefix_len)",
+    )
 
 
 # ------------------------------------------------------------------------------------ D: verify_tree_greedy
@@ -368,8 +487,13 @@ def _walked(probe, rng):
 def _plain_walk(answer, rule):
     """(path as a list, bonus) when the answer is plain Python values, else Broken(rule)."""
     got = value_of(answer, rule)
-    if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (list, tuple))
-            and type(got[1]) is int and all(type(i) is int for i in got[0])):
+    if not (
+        isinstance(got, (tuple, list))
+        and len(got) == 2
+        and isinstance(got[0], (list, tuple))
+        and type(got[1]) is int
+        and all(type(i) is int for i in got[0])
+    ):
         raise Broken(rule, describe(answer))
     return list(got[0]), got[1]
 
@@ -387,13 +511,21 @@ def test_verify_tree_greedy(probe, rng):
 
 
 def test_verify_tree_greedy_edges(probe, rng):
-    a, b, c = (int(x) for x in rng.choice(10, 3, replace=False))          # three different tokens
+    a, b, c = (int(x) for x in rng.choice(10, 3, replace=False))  # three different tokens
     t = int(rng.integers(0, 10))
-    cases = [(([-1, -1], [a, b], [c, t, t]), ([], c),
-              "rule: no child of the root matches: an empty path and the target's choice after the root"),
-             (([-1, -1, 1], [a, a, b], [a, c, b, t]), ([0], c), "rule: when several children match, the one with the "
-                                                                "smallest index"),
-             (([], [], [t]), ([], t), "rule: an empty tree is a plain step: ([], target_next[0])")]
+    cases = [
+        (
+            ([-1, -1], [a, b], [c, t, t]),
+            ([], c),
+            "rule: no child of the root matches: an empty path and the target's choice after the root",
+        ),
+        (
+            ([-1, -1, 1], [a, a, b], [a, c, b, t]),
+            ([0], c),
+            "rule: when several children match, the one with the smallest index",
+        ),
+        (([], [], [t]), ([], t), "rule: an empty tree is a plain step: ([], target_next[0])"),
+    ]
     for (args, want, rule), answer in zip(cases, probe.many(WALK, [(args, {}) for args, _, _ in cases])):
         got = value_of(answer, rule)
         try:
@@ -412,13 +544,21 @@ def test_verify_tree_greedy_types(probe, rng):
 
 def test_verify_tree_greedy_bad_input(probe, rng):
     a, b = (int(x) for x in rng.integers(0, 50, 2))
-    bad = [(([-1, 0], [a, b], [1, 2]), "target_next"), (([-1, 0], [a, b], [1, 2, 3, 4]), "target_next"),
-           (([-1, 1], [a, b], [1, 2, 3]), "parents"), (([-1, 0, 3], [a, b, a], [1, 2, 3, 4]), "parents"),
-           (([-1], [], [1, 2]), "tokens"), (([-1, 0], [a, b, a], [1, 2, 3]), "tokens")]
+    bad = [
+        (([-1, 0], [a, b], [1, 2]), "target_next"),
+        (([-1, 0], [a, b], [1, 2, 3, 4]), "target_next"),
+        (([-1, 1], [a, b], [1, 2, 3]), "parents"),
+        (([-1, 0, 3], [a, b, a], [1, 2, 3, 4]), "parents"),
+        (([-1], [], [1, 2]), "tokens"),
+        (([-1, 0], [a, b, a], [1, 2, 3]), "tokens"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(WALK, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input: tokens not N long, target_next not N + 1 long, or a parent outside [-1, i) "
-                 "(ValueError)", "rule: bad input: the message names the argument (parents, tokens or target_next)")
+    value_errors(
+        probe.many(WALK, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input: tokens not N long, target_next not N + 1 long, or a parent outside [-1, i) (ValueError)",
+        "rule: bad input: the message names the argument (parents, tokens or target_next)",
+    )
 
 
 # ------------------------------------------------------------------------------------ D: tree decoding
@@ -442,32 +582,45 @@ def _trees(probe, cases, rule):
     """cases: (target recipe, heads recipe, prompt (1, T) tensor, new tokens, parents, ranks); each output against
     the judge's own greedy decoding of its own copy of the target."""
     from specdec.core.decoding import greedy_generate
+
     names = {"target": _target()}
     answers = probe.many(TREE, [((t, h, tensor(prompt), n, par, rk), {}) for t, h, prompt, n, par, rk in cases])
     for answer, (t, _, prompt, n, _, _) in zip(answers, cases):
         got = value_of(answer, rule)
         out = got[0] if isinstance(got, (tuple, list)) and got else None
         if not (isinstance(out, Tensor) and out.kind == "torch" and out.shape == (1, prompt.shape[1] + n)):
-            raise Broken(rule, describe(answer) + f" (the prompt and the new tokens make shape (1, {prompt.shape[1] + n}))")
+            raise Broken(
+                rule, describe(answer) + f" (the prompt and the new tokens make shape (1, {prompt.shape[1] + n}))"
+            )
         model = build(t, names)
         if not _same_or_tie(model, greedy_generate(model, prompt, n)[0].tolist(), out.values[0]):
             raise AssertionError(rule)
 
 
 def test_tree_generate_greedy(probe, rng):
+    from autograde.judges.nb04 import _pair
     from specdec.core.decoding import heldout_prompts
     from specdec.core.models import heldout_texts
 
-    from autograde.judges.nb04 import _pair
-    shapes = [([-1, 0, 1], [0, 0, 0]), ([-1, -1, -1], [0, 1, 2]), ([-1, -1, 0, 1, 2, 2], [0, 1, 0, 0, 0, 1]),
-              ([-1, -1, 0, 0, 2], [0, 1, 0, 1, 0])]
+    shapes = [
+        ([-1, 0, 1], [0, 0, 0]),
+        ([-1, -1, -1], [0, 1, 2]),
+        ([-1, -1, 0, 1, 2, 2], [0, 1, 0, 0, 0, 1]),
+        ([-1, -1, 0, 0, 2], [0, 1, 0, 1, 0]),
+    ]
     cases = []
     for j in rng.permutation(len(shapes))[:3].tolist():
         domain = str(rng.choice(["code", "json", "prose"]))
-        prompt = heldout_prompts(_pair()[2], heldout_texts(domain), 1, prompt_tokens=int(rng.integers(6, 16)),
-                                 seed=int(rng.integers(0, 10**6)))[0]
-        cases.append((named("target"), call("load_medusa", named("target")), prompt, int(rng.integers(12, 21)),
-                      *shapes[j]))
+        prompt = heldout_prompts(
+            _pair()[2],
+            heldout_texts(domain),
+            1,
+            prompt_tokens=int(rng.integers(6, 16)),
+            seed=int(rng.integers(0, 10**6)),
+        )[0]
+        cases.append(
+            (named("target"), call("load_medusa", named("target")), prompt, int(rng.integers(12, 21)), *shapes[j])
+        )
     _trees(probe, cases, "rule: exact: tree decoding equals greedy decoding (other trees and prompts)")
 
 
@@ -476,9 +629,11 @@ def test_tree_generate_greedy_models(probe, rng):
     s = int(rng.integers(0, 10**6))
     model = tiny_llama(vocab_size=200, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, seed=s)
     cases = []
-    for T, n_new, (par, rk) in ((1, int(rng.integers(8, 14)), ([-1, 0], [0, 0])),
-                                (int(rng.integers(3, 8)), int(rng.integers(14, 22)), ([-1, -1, 0, 1, 2], [0, 1, 0, 1, 0])),
-                                (int(rng.integers(6, 10)), 3, ([-1, 0, 1, 2], [0, 0, 0, 0]))):
+    for T, n_new, (par, rk) in (
+        (1, int(rng.integers(8, 14)), ([-1, 0], [0, 0])),
+        (int(rng.integers(3, 8)), int(rng.integers(14, 22)), ([-1, -1, 0, 1, 2], [0, 1, 0, 1, 0])),
+        (int(rng.integers(6, 10)), 3, ([-1, 0, 1, 2], [0, 0, 0, 0])),
+    ):
         prompt = torch.tensor(rng.integers(0, 200, (1, T)).tolist(), dtype=torch.long)
         cases.append((model, random_heads(model, 4, s + T), prompt, n_new, par, rk))
     _trees(probe, cases, "rule: exact: tree decoding equals greedy decoding (other models, prompt lengths and trees)")
@@ -494,8 +649,13 @@ ROUNDS = {"chain": 1500, "trees": 1000, "siblings": 2000, "empty": 600}
 def _walk_of(answer, rule):
     """(path, next_token) from an answer, read as the notebook's exact_plain did (plain ints), else Broken(rule)."""
     got = value_of(answer, rule)
-    if not (isinstance(got, (tuple, list)) and len(got) == 2 and isinstance(got[0], (list, tuple))
-            and type(got[1]) is int and all(type(i) is int for i in got[0])):
+    if not (
+        isinstance(got, (tuple, list))
+        and len(got) == 2
+        and isinstance(got[0], (list, tuple))
+        and type(got[1]) is int
+        and all(type(i) is int for i in got[0])
+    ):
         raise Broken(rule, describe(answer))
     return list(got[0]), got[1]
 
@@ -511,14 +671,26 @@ def test_verify_tree_sampled(probe, rng):
     V = int(rng.integers(3, 7))
     t = int(rng.integers(0, V))
     one_hot = [[1.0 if i == t else 0.0 for i in range(V)]]
-    (p0, q0), perm = _relabel(rng, [[0.0, 0.3, 0.7], [0.6, 0.3, 0.1]])    # label j of the worked rows is perm^-1
+    (p0, q0), perm = _relabel(rng, [[0.0, 0.3, 0.7], [0.6, 0.3, 0.1]])  # label j of the worked rows is perm^-1
     inv = {int(old): new for new, old in enumerate(perm)}
     uniform = [[1 / 3] * 3] * 3
-    cases = [(([], [], tensor(torch.tensor(one_hot)), tensor(torch.full((1, V), 1 / V))), ([], t),
-              "rule: an empty tree is a plain sampling step: ([], a token drawn from p[0])"),
-             (([-1, -1, -1], [inv[0], inv[1], inv[1]], tensor(torch.tensor([p0] + uniform)),
-               tensor(torch.tensor([q0] + uniform))), ([], inv[2]),
-              "rule: after a rejection the next child is tried against the residual, not against p")]
+    cases = [
+        (
+            ([], [], tensor(torch.tensor(one_hot)), tensor(torch.full((1, V), 1 / V))),
+            ([], t),
+            "rule: an empty tree is a plain sampling step: ([], a token drawn from p[0])",
+        ),
+        (
+            (
+                [-1, -1, -1],
+                [inv[0], inv[1], inv[1]],
+                tensor(torch.tensor([p0] + uniform)),
+                tensor(torch.tensor([q0] + uniform)),
+            ),
+            ([], inv[2]),
+            "rule: after a rejection the next child is tried against the residual, not against p",
+        ),
+    ]
     for (args, want, rule), answer in zip(cases, probe.many(SAMPLED, [(args, {}) for args, _, _ in cases])):
         got = value_of(answer, rule)
         try:
@@ -540,7 +712,10 @@ def test_verify_tree_sampled_greedy(probe, rng):
         q = torch.tensor((q / q.sum(-1, keepdims=True)).tolist(), dtype=torch.float32)
         p = torch.nn.functional.one_hot(torch.tensor(choice), V).float()
         seed = int(rng.integers(0, 2**31))
-        for form in ((par, tok), (tensor(torch.tensor(par, dtype=torch.long)), tensor(torch.tensor(tok, dtype=torch.long)))):
+        for form in (
+            (par, tok),
+            (tensor(torch.tensor(par, dtype=torch.long)), tensor(torch.tensor(tok, dtype=torch.long))),
+        ):
             cases.append(((*form, tensor(p), tensor(q), generator(seed)), _walk(par, tok, choice)))
     greedy = "rule: with one-hot rows of p (temperature 0) the walk is the greedy walk of Part D (other trees)"
     plain = "rule: path holds plain ints and next_token is a plain int"
@@ -558,6 +733,7 @@ def test_verify_tree_sampled_greedy(probe, rng):
 def _pvalue(counts, expected):
     """chi-square p-value, the rarest cells merged until every expected count is at least 5."""
     from scipy.stats import chisquare
+
     obs, exp = [float(c) for c in counts], [float(e) for e in expected]
     while len(exp) > 1 and min(exp) < 5:
         i = int(np.argmin(exp))
@@ -598,6 +774,7 @@ def _path_lengths(parents, P, Q):
             p_now = r / r.sum() if r.sum() > 0 else p_now
         out[0] += left
         return out
+
     return walk(-1, P[0], Q[0])
 
 
@@ -606,6 +783,7 @@ def _first_choice(p_row, q_row, m):
     (the child accepted, m for none; the first token emitted), as an (m + 1, V) array: child j is tried after j
     rejections, each with a uniform draw of its own, against the residual chain (_path_lengths' rule)."""
     import itertools
+
     q = q_row.double().numpy()
     V = len(q)
     out = np.zeros((m + 1, V))
@@ -629,12 +807,21 @@ def _rounds(probe, rng, parents, P, Q, n, rule):
     V, N = P.shape[1], len(parents)
     g = torch.Generator().manual_seed(int(rng.integers(0, 2**31)))
     tok = torch.zeros(n, N, dtype=torch.long)
-    for i, a in enumerate(parents):                        # node i from its parent's row of q, independently
+    for i, a in enumerate(parents):  # node i from its parent's row of q, independently
         tok[:, i] = torch.multinomial(Q[0].expand(n, V) if a < 0 else Q[1 + tok[:, a]], 1, generator=g)[:, 0]
-    p_all = torch.cat([P[0].expand(n, 1, V), P[1 + tok]], dim=1)                    # (n, N + 1, V)
+    p_all = torch.cat([P[0].expand(n, 1, V), P[1 + tok]], dim=1)  # (n, N + 1, V)
     q_all = torch.cat([Q[0].expand(n, 1, V), Q[1 + tok]], dim=1)
-    answers = probe.map(SAMPLED, n, (parents, rows(tensor(tok)), rows(tensor(p_all)), rows(tensor(q_all)),
-                                     seeds(rng.integers(0, 2**31, n).tolist())))
+    answers = probe.map(
+        SAMPLED,
+        n,
+        (
+            parents,
+            rows(tensor(tok)),
+            rows(tensor(p_all)),
+            rows(tensor(q_all)),
+            seeds(rng.integers(0, 2**31, n).tolist()),
+        ),
+    )
     joint, lengths = np.zeros(V * V), np.zeros(N + 1)
     for t, answer in enumerate(answers):
         got = value_of(answer, rule)
@@ -661,10 +848,12 @@ def test_verify_tree_sampled_distribution(probe, rng):
     joint, lengths = _rounds(probe, rng, [-1, -1, 0], P, Q, n, lengths_rule)
     if not _pvalue(lengths, n * _path_lengths([-1, -1, 0], P, Q)) > 1e-6:
         raise AssertionError(lengths_rule)
-    if not _pvalue(joint, n * (P[0][:, None] * P[1:]).flatten().numpy()) > 1e-6:     # the visible check, redrawn
+    if not _pvalue(joint, n * (P[0][:, None] * P[1:]).flatten().numpy()) > 1e-6:  # the visible check, redrawn
         raise AssertionError(joint_rule)
-    for parents, (P, Q) in (([-1, -1, -1, 0, 3], _markov_pair(rng, 4, root_p, root_q)),
-                            ([-1, 0, 0, 1, -1, 4], _markov_pair(rng, int(rng.integers(4, 6))))):
+    for parents, (P, Q) in (
+        ([-1, -1, -1, 0, 3], _markov_pair(rng, 4, root_p, root_q)),
+        ([-1, 0, 0, 1, -1, 4], _markov_pair(rng, int(rng.integers(4, 6)))),
+    ):
         n = ROUNDS["trees"]
         joint, lengths = _rounds(probe, rng, parents, P, Q, n, joint_rule)
         if not _pvalue(joint, n * (P[0][:, None] * P[1:]).flatten().numpy()) > 1e-6:
@@ -685,9 +874,14 @@ def test_verify_tree_sampled_distribution_draws(probe, rng):
     n = ROUNDS["siblings"]
     g = torch.Generator().manual_seed(int(rng.integers(0, 2**31)))
     kids = torch.multinomial(q_s[0], 2 * n, replacement=True, generator=g).view(n, 2)
-    first, chosen = np.zeros(3), np.zeros((3, 3))        # chosen[child accepted (2: none), first token]
-    for t, answer in enumerate(probe.map(SAMPLED, n, ([-1, -1], rows(tensor(kids)), tensor(p_s), tensor(q_s),
-                                                      seeds(rng.integers(0, 2**31, n).tolist())))):
+    first, chosen = np.zeros(3), np.zeros((3, 3))  # chosen[child accepted (2: none), first token]
+    for t, answer in enumerate(
+        probe.map(
+            SAMPLED,
+            n,
+            ([-1, -1], rows(tensor(kids)), tensor(p_s), tensor(q_s), seeds(rng.integers(0, 2**31, n).tolist())),
+        )
+    ):
         got = value_of(answer, own)
         try:
             path = [int(j) for j in got[0]]
@@ -696,16 +890,21 @@ def test_verify_tree_sampled_distribution_draws(probe, rng):
             chosen[path[0] if path else 2, token] += 1
         except (TypeError, ValueError, IndexError, KeyError):
             raise Broken(own, describe(answer)) from None
-    if not (_pvalue(first, n * p_s[0].numpy()) > 1e-6
-            and _pvalue(chosen.flatten(), n * _first_choice(p_s[0], q_s[0], 2).flatten()) > 1e-6):
+    if not (
+        _pvalue(first, n * p_s[0].numpy()) > 1e-6
+        and _pvalue(chosen.flatten(), n * _first_choice(p_s[0], q_s[0], 2).flatten()) > 1e-6
+    ):
         raise AssertionError(own)
     empty = "rule: an empty tree is a plain sampling step: ([], a token drawn from p[0])"
     p_one = [float(x) for x in rng.dirichlet([2.0] * 3)]
     p_one = torch.tensor([p_one]) / sum(p_one)
     first = np.zeros(3)
     n = ROUNDS["empty"]
-    for answer in probe.map(SAMPLED, n, ([], [], tensor(p_one), tensor(torch.full((1, 3), 1 / 3)),
-                                         seeds(rng.integers(0, 2**31, n).tolist()))):
+    for answer in probe.map(
+        SAMPLED,
+        n,
+        ([], [], tensor(p_one), tensor(torch.full((1, 3), 1 / 3)), seeds(rng.integers(0, 2**31, n).tolist())),
+    ):
         got = value_of(answer, empty)
         try:
             first[int(got[1])] += 1
@@ -725,14 +924,23 @@ def test_verify_tree_sampled_bad_input(probe, rng):
     negative[0, 2] += 1 / V
     a, b = (int(x) for x in rng.integers(0, V, 2))
     P, Q = tensor(p3), tensor(q3)
-    bad = [(([-1, 1], [a, b], P, Q), "parents"), (([-1, 0], [a, V + int(rng.integers(0, 3))], P, Q), "tokens"),
-           (([-1, 0], [a, b, a], P, Q), "tokens"), (([-1, 0], [a, b], tensor(p3[:2]), Q), "p"),
-           (([-1, 0], [a, b], P, tensor(q3[:, :V - 1])), "q"), (([-1, 0], [a, b], tensor(bad_sum), Q), "p"),
-           (([-1, 0], [a, b], P, tensor(negative)), "q")]
+    bad = [
+        (([-1, 1], [a, b], P, Q), "parents"),
+        (([-1, 0], [a, V + int(rng.integers(0, 3))], P, Q), "tokens"),
+        (([-1, 0], [a, b, a], P, Q), "tokens"),
+        (([-1, 0], [a, b], tensor(p3[:2]), Q), "p"),
+        (([-1, 0], [a, b], P, tensor(q3[:, : V - 1])), "q"),
+        (([-1, 0], [a, b], tensor(bad_sum), Q), "p"),
+        (([-1, 0], [a, b], P, tensor(negative)), "q"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(SAMPLED, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input: parents outside [-1, i), tokens not N ids in [0, V), p or q not (N + 1, V) rows of "
-                 "probabilities (ValueError)", "rule: bad input: the message names the argument (parents, tokens, p or q)")
+    value_errors(
+        probe.many(SAMPLED, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input: parents outside [-1, i), tokens not N ids in [0, V), p or q not (N + 1, V) rows of "
+        "probabilities (ValueError)",
+        "rule: bad input: the message names the argument (parents, tokens, p or q)",
+    )
 
 
 # statistical tests the notebook's visible part runs for the learner and the judge runs again on inputs of its

@@ -24,6 +24,7 @@ The model, per forward pass of `batch` sequences with `tokens` new tokens each (
   after another); n GPUs of a TPGroup split bytes and FLOPs n ways, with no all-reduce or expert-parallel
   exchange counted (a lower bound on their step).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ import math
 from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
 from autograde.judges import hardware, model_configs
 
-DEQUANT_FLOPS = 2.0          # per quantised weight read: a scale multiply and an add (int4/fp4 groups with a scale)
+DEQUANT_FLOPS = 2.0  # per quantised weight read: a scale multiply and an add (int4/fp4 groups with a scale)
 
 
 def expected_experts(E, r, M):
@@ -65,6 +66,7 @@ def moe_spec(cfg, expert_bits=None, dense_bits=16.0, kv_bits=16.0, dequant_flops
     weight, KV bytes per token and attention FLOPs per cached token. expert_bits: default the checkpoint's own
     (cfg["expert_weight_bits"]). dequant_flops: per quantised weight read (default DEQUANT_FLOPS below 16 bits)."""
     from specdec.tables import moe_parameter_counts
+
     n = moe_parameter_counts(cfg)
     layers, moe_layers = cfg["num_hidden_layers"], cfg["num_hidden_layers"] - cfg["dense_layers"]
     heads = cfg["num_attention_heads"]
@@ -76,13 +78,21 @@ def moe_spec(cfg, expert_bits=None, dense_bits=16.0, kv_bits=16.0, dequant_flops
         kv_values = 2 * cfg["num_key_value_heads"] * hd
         attn_flops = 4.0 * heads * hd * layers
     dense = layers * n["attention"] + cfg["dense_layers"] * n["dense_mlp"] + moe_layers * n["router"]
-    return {"dense_params": float(dense), "lm_head_params": n["lm_head"] or n["embedding"],
-            "expert_params": n["expert"], "moe_layers": moe_layers, "experts": cfg["experts"],
-            "experts_per_token": cfg["experts_per_token"], "shared_experts": cfg["shared_experts"],
-            "expert_bits": float(cfg.get("expert_weight_bits", 16) if expert_bits is None else expert_bits),
-            "dense_bits": float(dense_bits), "kv_bits": float(kv_bits),
-            "kv_bytes_per_token": kv_values * layers * kv_bits / 8, "attention_flops_per_cached_token": attn_flops,
-            "dequant_flops": dequant_flops}
+    return {
+        "dense_params": float(dense),
+        "lm_head_params": n["lm_head"] or n["embedding"],
+        "expert_params": n["expert"],
+        "moe_layers": moe_layers,
+        "experts": cfg["experts"],
+        "experts_per_token": cfg["experts_per_token"],
+        "shared_experts": cfg["shared_experts"],
+        "expert_bits": float(cfg.get("expert_weight_bits", 16) if expert_bits is None else expert_bits),
+        "dense_bits": float(dense_bits),
+        "kv_bits": float(kv_bits),
+        "kv_bytes_per_token": kv_values * layers * kv_bits / 8,
+        "attention_flops_per_cached_token": attn_flops,
+        "dequant_flops": dequant_flops,
+    }
 
 
 def dense_as_moe(cfg_dense, bits=16.0, kv_bits=16.0, dequant_flops=None):
@@ -91,12 +101,21 @@ def dense_as_moe(cfg_dense, bits=16.0, kv_bits=16.0, dequant_flops=None):
     h, layers = cfg_dense["hidden_size"], cfg_dense["num_hidden_layers"]
     hd = cfg_dense.get("head_dim") or h // cfg_dense["num_attention_heads"]
     attention = 2 * h * cfg_dense["num_attention_heads"] * hd + 2 * h * cfg_dense["num_key_value_heads"] * hd
-    return {"dense_params": float(layers * attention), "lm_head_params": float(cfg_dense["vocab_size"] * h),
-            "expert_params": float(3 * h * cfg_dense["intermediate_size"]), "moe_layers": layers, "experts": 1,
-            "experts_per_token": 1, "shared_experts": 0, "expert_bits": float(bits), "dense_bits": float(bits),
-            "kv_bits": float(kv_bits), "kv_bytes_per_token": 2 * cfg_dense["num_key_value_heads"] * hd * layers * kv_bits / 8,
-            "attention_flops_per_cached_token": 4.0 * cfg_dense["num_attention_heads"] * hd * layers,
-            "dequant_flops": dequant_flops}
+    return {
+        "dense_params": float(layers * attention),
+        "lm_head_params": float(cfg_dense["vocab_size"] * h),
+        "expert_params": float(3 * h * cfg_dense["intermediate_size"]),
+        "moe_layers": layers,
+        "experts": 1,
+        "experts_per_token": 1,
+        "shared_experts": 0,
+        "expert_bits": float(bits),
+        "dense_bits": float(bits),
+        "kv_bits": float(kv_bits),
+        "kv_bytes_per_token": 2 * cfg_dense["num_key_value_heads"] * hd * layers * kv_bits / 8,
+        "attention_flops_per_cached_token": 4.0 * cfg_dense["num_attention_heads"] * hd * layers,
+        "dequant_flops": dequant_flops,
+    }
 
 
 def _dequant(bits, spec):
@@ -110,17 +129,28 @@ def moe_terms(spec, gpu, batch, context, tokens=1):
     n = getattr(gpu, "n_gpus", 1)
     bw, fl = gpu.bandwidth_bytes_per_s * gpu.mbu * n, gpu.flops_per_s * gpu.mfu * n
     M = batch * tokens
-    read = spec["moe_layers"] * (expected_experts(spec["experts"], spec["experts_per_token"], M)
-                                 + spec["shared_experts"]) * spec["expert_params"]
+    read = (
+        spec["moe_layers"]
+        * (expected_experts(spec["experts"], spec["experts_per_token"], M) + spec["shared_experts"])
+        * spec["expert_params"]
+    )
     dense_w = spec["dense_params"] + spec["lm_head_params"]
-    dense = max(dense_w * spec["dense_bits"] / 8 / bw,
-                (2 * M * dense_w + _dequant(spec["dense_bits"], spec) * dense_w) / fl)
+    dense = max(
+        dense_w * spec["dense_bits"] / 8 / bw, (2 * M * dense_w + _dequant(spec["dense_bits"], spec) * dense_w) / fl
+    )
     active = spec["moe_layers"] * (spec["experts_per_token"] + spec["shared_experts"]) * spec["expert_params"]
-    experts = max(read * spec["expert_bits"] / 8 / bw, (2 * M * active + _dequant(spec["expert_bits"], spec) * read) / fl)
-    attention = max(batch * context * spec["kv_bytes_per_token"] / bw,
-                    M * context * spec["attention_flops_per_cached_token"] / fl)
-    return {"fixed": float(gpu.fixed_s), "dense": float(dense), "experts": float(experts),
-            "attention": float(attention)}
+    experts = max(
+        read * spec["expert_bits"] / 8 / bw, (2 * M * active + _dequant(spec["expert_bits"], spec) * read) / fl
+    )
+    attention = max(
+        batch * context * spec["kv_bytes_per_token"] / bw, M * context * spec["attention_flops_per_cached_token"] / fl
+    )
+    return {
+        "fixed": float(gpu.fixed_s),
+        "dense": float(dense),
+        "experts": float(experts),
+        "attention": float(attention),
+    }
 
 
 def moe_step(spec, gpu, batch, context, tokens=1):
@@ -135,7 +165,7 @@ def verify_ratio(spec, gpu, batch, context, k):
 def speedup(spec, gpu, batch, context, alpha, k, c):
     """Tokens per second against plain decoding: expected tokens per round x plain step / (k draft steps of c plain
     steps each + the verify pass)."""
-    e = sum(alpha ** i for i in range(k + 1))
+    e = sum(alpha**i for i in range(k + 1))
     plain = moe_step(spec, gpu, batch, context)
     return e * plain / (k * c * plain + moe_step(spec, gpu, batch, context, k + 1))
 
@@ -153,7 +183,7 @@ def stops_paying(spec, gpu, context, alpha, k, c, limit=1 << 16):
     """The first batch (1 .. limit) past the speedup's peak where speculation no longer pays (speedup < 1): the
     peak found on powers of two, the crossing by bisection on whole batches. 1 where it never pays; None where it
     still pays at `limit`."""
-    grid = [2 ** i for i in range(int(math.log2(limit)) + 1)]
+    grid = [2**i for i in range(int(math.log2(limit)) + 1)]
     s = [speedup(spec, gpu, b, context, alpha, k, c) for b in grid]
     peak = max(range(len(s)), key=lambda i: (s[i], -i))
     if s[peak] < 1.0:
@@ -171,10 +201,10 @@ def stops_paying(spec, gpu, context, alpha, k, c, limit=1 << 16):
     return hi
 
 
-
 # ------------------------------------------------------------------------------------ inputs
 def _moe():
     from specdec.tables import load_moe_configs
+
     return load_moe_configs()
 
 
@@ -183,14 +213,22 @@ def _spec(rng, quantised=False):
     cfgs = _moe()
     name = str(rng.choice(sorted(cfgs)))
     cfg = dict(cfgs[name])
-    if rng.random() < 0.5:                      # another MoE: experts, routing width and expert size drawn
+    if rng.random() < 0.5:  # another MoE: experts, routing width and expert size drawn
         E = int(rng.choice([4, 8, 16, 32, 64, 128, 256]))
-        cfg.update(experts=E, experts_per_token=int(rng.integers(1, min(E, 9) + 1)),
-                   expert_intermediate_size=int(rng.integers(256, 8192)), shared_experts=int(rng.integers(0, 2)))
-    bits = lambda: float(rng.choice([4.25, 4.5, 8.0, 16.0]))   # noqa: E731
-    spec = moe_spec(cfg, expert_bits=bits() if quantised else None, dense_bits=bits() if quantised else 16.0,
-                    kv_bits=float(rng.choice([8.0, 16.0])) if quantised else 16.0,
-                    dequant_flops=float(rng.uniform(1.0, 4.0)))
+        cfg.update(
+            experts=E,
+            experts_per_token=int(rng.integers(1, min(E, 9) + 1)),
+            expert_intermediate_size=int(rng.integers(256, 8192)),
+            shared_experts=int(rng.integers(0, 2)),
+        )
+    bits = lambda: float(rng.choice([4.25, 4.5, 8.0, 16.0]))  # noqa: E731
+    spec = moe_spec(
+        cfg,
+        expert_bits=bits() if quantised else None,
+        dense_bits=bits() if quantised else 16.0,
+        kv_bits=float(rng.choice([8.0, 16.0])) if quantised else 16.0,
+        dequant_flops=float(rng.uniform(1.0, 4.0)),
+    )
     spec["name"] = name
     return spec
 
@@ -206,6 +244,7 @@ def _twin(rng, bits):
 def _gpu(rng):
     """(kernel recipe, judge's copy) of a row of the hardware table, at attained fractions half of the time."""
     from specdec.tables import attainable
+
     name = str(rng.choice(sorted(hardware())))
     row = item(named("hardware"), name)
     if rng.random() < 0.5:
@@ -250,10 +289,12 @@ def test_expected_experts_distinct(probe, rng):
 def test_expected_experts_edges(probe, rng):
     E = int(rng.integers(2, 300))
     r = int(rng.integers(1, E))
-    cases = [((E, r, 0), 0.0, 0.0, "rule: M = 0: no expert read (0.0)"),
-             ((E, E, int(rng.integers(1, 50))), float(E), 0.0, "rule: r = E: all E experts for any M >= 1"),
-             ((E, r, 1), float(r), 1e-9 * E, "rule: M = 1: one token reads its r experts"),
-             ((E, r, 10 ** 7), float(E), 1e-6 * E, "rule: a large M approaches E")]
+    cases = [
+        ((E, r, 0), 0.0, 0.0, "rule: M = 0: no expert read (0.0)"),
+        ((E, E, int(rng.integers(1, 50))), float(E), 0.0, "rule: r = E: all E experts for any M >= 1"),
+        ((E, r, 1), float(r), 1e-9 * E, "rule: M = 1: one token reads its r experts"),
+        ((E, r, 10**7), float(E), 1e-6 * E, "rule: a large M approaches E"),
+    ]
     for (_, want, tol, rule), answer in zip(cases, probe.many(EXPERTS, [(c[0], {}) for c in cases])):
         got = value_of(answer, rule)
         if type(got) is not float:
@@ -264,17 +305,31 @@ def test_expected_experts_edges(probe, rng):
 
 def test_expected_experts_bad_input(probe, rng):
     E = int(rng.integers(2, 100))
-    bad = [((0, 1, 1), "E"), ((-E, 1, 1), "E"), ((E + 0.5, 1, 1), "E"), ((E, 0, 1), "r"), ((E, E + 1, 1), "r"),
-           ((E, 1.5, 1), "r"), ((E, 1, -1), "M"), ((E, 1, 2.5), "M"), ((E, 1, True), "M")]
+    bad = [
+        ((0, 1, 1), "E"),
+        ((-E, 1, 1), "E"),
+        ((E + 0.5, 1, 1), "E"),
+        ((E, 0, 1), "r"),
+        ((E, E + 1, 1), "r"),
+        ((E, 1.5, 1), "r"),
+        ((E, 1, -1), "M"),
+        ((E, 1, 2.5), "M"),
+        ((E, 1, True), "M"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(EXPERTS, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input: E < 1, r outside 1 .. E, M < 0 or non-integers must raise ValueError",
-                 "rule: bad input: the message names the argument (E, r or M)")
+    value_errors(
+        probe.many(EXPERTS, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input: E < 1, r outside 1 .. E, M < 0 or non-integers must raise ValueError",
+        "rule: bad input: the message names the argument (E, r or M)",
+    )
 
 
 # ------------------------------------------------------------------------------------ B: moe_step_seconds
 STEP = "moe_step_seconds"
-SHARED_RULE = "rule: shared experts: every pass reads them and every token multiplies by them, besides its routed experts"
+SHARED_RULE = (
+    "rule: shared experts: every pass reads them and every token multiplies by them, besides its routed experts"
+)
 
 
 def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), contexts=(0, 8192)):
@@ -296,18 +351,36 @@ def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), 
 
 
 def test_moe_step_seconds(probe, rng):
-    _steps(probe, rng, 60, "rule: formula: fixed + dense + experts + attention rooflines at other targets, GPUs, "
-           "batches and contexts")
+    _steps(
+        probe,
+        rng,
+        60,
+        "rule: formula: fixed + dense + experts + attention rooflines at other targets, GPUs, batches and contexts",
+    )
 
 
 def test_moe_step_seconds_verify(probe, rng):
-    _steps(probe, rng, 60, "rule: experts: a pass reads expected_experts(experts, experts_per_token, batch x tokens) "
-           "experts per MoE layer", tokens=lambda g: int(g.integers(2, 9)), batches=(1, 9), contexts=(0, 512))
+    _steps(
+        probe,
+        rng,
+        60,
+        "rule: experts: a pass reads expected_experts(experts, experts_per_token, batch x tokens) "
+        "experts per MoE layer",
+        tokens=lambda g: int(g.integers(2, 9)),
+        batches=(1, 9),
+        contexts=(0, 512),
+    )
 
 
 def test_moe_step_seconds_bits(probe, rng):
-    _steps(probe, rng, 80, "rule: bits: weights read at expert_bits and dense_bits, the KV cache at kv_bits, "
-           "dequant_flops per weight read below 16 bits", quantised=True)
+    _steps(
+        probe,
+        rng,
+        80,
+        "rule: bits: weights read at expert_bits and dense_bits, the KV cache at kv_bits, "
+        "dequant_flops per weight read below 16 bits",
+        quantised=True,
+    )
 
 
 def test_moe_step_seconds_bad_input(probe, rng):
@@ -316,18 +389,27 @@ def test_moe_step_seconds_bad_input(probe, rng):
     gone = str(rng.choice(["experts", "kv_bits", "expert_params"]))
     short = {k: v for k, v in spec.items() if k != gone}
     flat = call("Hardware", "flat", 80e9, 0.0, 1e15, True, "")
-    bad = [((short, recipe, 1, 0), {}, "spec"), (([1, 2], recipe, 1, 0), {}, "spec"), ((spec, flat, 1, 0), {}, "gpu"),
-           ((spec, recipe, 0, 0), {}, "batch"), ((spec, recipe, 2.5, 0), {}, "batch"),
-           ((spec, recipe, 1, -float(rng.integers(1, 100))), {}, "context"), ((spec, recipe, 1, 0), {"tokens": 0}, "tokens"),
-           ((spec, recipe, 1, 0), {"tokens": True}, "tokens")]
+    bad = [
+        ((short, recipe, 1, 0), {}, "spec"),
+        (([1, 2], recipe, 1, 0), {}, "spec"),
+        ((spec, flat, 1, 0), {}, "gpu"),
+        ((spec, recipe, 0, 0), {}, "batch"),
+        ((spec, recipe, 2.5, 0), {}, "batch"),
+        ((spec, recipe, 1, -float(rng.integers(1, 100))), {}, "context"),
+        ((spec, recipe, 1, 0), {"tokens": 0}, "tokens"),
+        ((spec, recipe, 1, 0), {"tokens": True}, "tokens"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(STEP, [(bad[i][0], bad[i][1]) for i in order]), [bad[i][2] for i in order],
-                 "rule: bad input: a spec without SPEC_KEYS, a GPU without bandwidth, batch < 1, context < 0 or "
-                 "tokens < 1 must raise ValueError",
-                 "rule: bad input: the message names the argument (spec, gpu, batch, context or tokens)")
+    value_errors(
+        probe.many(STEP, [(bad[i][0], bad[i][1]) for i in order]),
+        [bad[i][2] for i in order],
+        "rule: bad input: a spec without SPEC_KEYS, a GPU without bandwidth, batch < 1, context < 0 or "
+        "tokens < 1 must raise ValueError",
+        "rule: bad input: the message names the argument (spec, gpu, batch, context or tokens)",
+    )
 
 
-# ------------------------------------------------------------------------------------ C: moe_speedup, pays_most_and_stops
+# ---------------------------------------------------------------------------------- C: moe_speedup, pays_most_and_stops
 SPEEDUP, PAYS = "moe_speedup", "pays_most_and_stops"
 
 
@@ -337,8 +419,18 @@ def test_moe_speedup(probe, rng):
     for _ in range(60):
         recipe, gpu = _gpu(rng)
         a = float(rng.choice([0.0, 1.0])) if rng.random() < 0.1 else float(rng.uniform(0, 1))
-        cases.append((_spec(rng, rng.random() < 0.5), recipe, gpu, int(rng.integers(1, 600)),
-                      float(rng.integers(0, 8192)), a, int(rng.integers(1, 9)), float(rng.uniform(0, 0.5))))
+        cases.append(
+            (
+                _spec(rng, rng.random() < 0.5),
+                recipe,
+                gpu,
+                int(rng.integers(1, 600)),
+                float(rng.integers(0, 8192)),
+                a,
+                int(rng.integers(1, 9)),
+                float(rng.uniform(0, 0.5)),
+            )
+        )
     answers = probe.many(SPEEDUP, [((s, r, b, L, a, k, c), {}) for s, r, _, b, L, a, k, c in cases])
     for (spec, _, gpu, b, L, a, k, c), answer in zip(cases, answers):
         got = value_of(answer, rule)
@@ -352,13 +444,21 @@ def test_moe_speedup_bad_input(probe, rng):
     recipe, _ = _gpu(rng)
     spec = _spec(rng)
     ok = (spec, recipe, 4, 256.0)
-    bad = [(ok + (1.0 + float(rng.uniform(0.01, 1)), 4, 0.05), "alpha"), (ok + (-0.1, 4, 0.05), "alpha"),
-           (ok + (0.8, 0, 0.05), "k"), (ok + (0.8, 2.5, 0.05), "k"), (ok + (0.8, 4, -float(rng.uniform(0.01, 1))), "c"),
-           ((spec, recipe, 0, 256.0, 0.8, 4, 0.05), "batch")]
+    bad = [
+        (ok + (1.0 + float(rng.uniform(0.01, 1)), 4, 0.05), "alpha"),
+        (ok + (-0.1, 4, 0.05), "alpha"),
+        (ok + (0.8, 0, 0.05), "k"),
+        (ok + (0.8, 2.5, 0.05), "k"),
+        (ok + (0.8, 4, -float(rng.uniform(0.01, 1))), "c"),
+        ((spec, recipe, 0, 256.0, 0.8, 4, 0.05), "batch"),
+    ]
     order = rng.permutation(len(bad)).tolist()
-    value_errors(probe.many(SPEEDUP, [(bad[i][0], {}) for i in order]), [bad[i][1] for i in order],
-                 "rule: bad input: alpha outside [0, 1], k < 1, c < 0 or batch < 1 must raise ValueError",
-                 "rule: bad input: the message names the argument (alpha, k, c or batch)")
+    value_errors(
+        probe.many(SPEEDUP, [(bad[i][0], {}) for i in order]),
+        [bad[i][1] for i in order],
+        "rule: bad input: alpha outside [0, 1], k < 1, c < 0 or batch < 1 must raise ValueError",
+        "rule: bad input: the message names the argument (alpha, k, c or batch)",
+    )
 
 
 def _pays(probe, rng, cases, best_rule, last_rule):
@@ -368,8 +468,12 @@ def _pays(probe, rng, cases, best_rule, last_rule):
     kind = "rule: return plain Python ints (None where no batch pays)"
     for (spec, _, gpu, L, a, k, c, bs), answer in zip(cases, answers):
         got = value_of(answer, kind)
-        if not (isinstance(got, (tuple, list)) and len(got) == 2 and type(got[0]) is int
-                and (got[1] is None or type(got[1]) is int)):
+        if not (
+            isinstance(got, (tuple, list))
+            and len(got) == 2
+            and type(got[0]) is int
+            and (got[1] is None or type(got[1]) is int)
+        ):
             raise Broken(kind, describe(answer))
         speed = {b: speedup(spec, gpu, b, L, a, k, c) for b in set(bs)}
         top = max(speed.values())
@@ -392,16 +496,34 @@ def test_pays_most_and_stops(probe, rng):
     cases = []
     for _ in range(25):
         recipe, gpu = _gpu(rng)
-        cases.append((_spec(rng), recipe, gpu, float(rng.integers(0, 4096)), float(rng.uniform(0.3, 0.95)),
-                      int(rng.integers(1, 8)), float(rng.uniform(0, 0.3)), _batches(rng)))
-    _pays(probe, rng, cases, "rule: best: the batch with the highest moe_speedup (the smallest on a tie)",
-          "rule: last: the largest batch whose speedup is >= 1, None where none pays")
+        cases.append(
+            (
+                _spec(rng),
+                recipe,
+                gpu,
+                float(rng.integers(0, 4096)),
+                float(rng.uniform(0.3, 0.95)),
+                int(rng.integers(1, 8)),
+                float(rng.uniform(0, 0.3)),
+                _batches(rng),
+            )
+        )
+    _pays(
+        probe,
+        rng,
+        cases,
+        "rule: best: the batch with the highest moe_speedup (the smallest on a tie)",
+        "rule: last: the largest batch whose speedup is >= 1, None where none pays",
+    )
     spec = _spec(rng)
     recipe, _ = _gpu(rng)
     bad = [[], [0, 4], [2.5], [True, 2]]
-    value_errors(probe.many(PAYS, [((spec, recipe, 256.0, 0.8, 4, 0.05, b), {}) for b in bad]), ["batches"] * len(bad),
-                 "rule: bad input: empty batches or batches not integers >= 1 must raise ValueError",
-                 "rule: bad input: the message names batches")
+    value_errors(
+        probe.many(PAYS, [((spec, recipe, 256.0, 0.8, 4, 0.05, b), {}) for b in bad]),
+        ["batches"] * len(bad),
+        "rule: bad input: empty batches or batches not integers >= 1 must raise ValueError",
+        "rule: bad input: the message names batches",
+    )
 
 
 def test_pays_most_and_stops_quantised(probe, rng):
@@ -409,13 +531,25 @@ def test_pays_most_and_stops_quantised(probe, rng):
     for _ in range(12):
         recipe, gpu = _gpu(rng)
         bits = float(rng.choice([4.25, 4.5, 8.0]))
-        L, a, k, c = float(rng.integers(0, 2048)), float(rng.uniform(0.4, 0.9)), int(rng.integers(1, 7)), \
-            float(rng.uniform(0, 0.2))
-        bs = [2 ** i for i in range(14)]
-        cases += [(_twin(rng, bits), recipe, gpu, L, a, k, c, bs), (_twin(rng, 16.0), recipe, gpu, L, a, k, c, bs),
-                  (_spec(rng, True), recipe, gpu, L, a, k, c, bs)]
-    _pays(probe, rng, cases, "rule: quantised targets: the best batch of int4, int8 and bf16 twins",
-          "rule: quantised targets: the last paying batch of int4, int8 and bf16 twins")
+        L, a, k, c = (
+            float(rng.integers(0, 2048)),
+            float(rng.uniform(0.4, 0.9)),
+            int(rng.integers(1, 7)),
+            float(rng.uniform(0, 0.2)),
+        )
+        bs = [2**i for i in range(14)]
+        cases += [
+            (_twin(rng, bits), recipe, gpu, L, a, k, c, bs),
+            (_twin(rng, 16.0), recipe, gpu, L, a, k, c, bs),
+            (_spec(rng, True), recipe, gpu, L, a, k, c, bs),
+        ]
+    _pays(
+        probe,
+        rng,
+        cases,
+        "rule: quantised targets: the best batch of int4, int8 and bf16 twins",
+        "rule: quantised targets: the last paying batch of int4, int8 and bf16 twins",
+    )
 
 
 JUDGES = {name: fn for name, fn in globals().items() if name.startswith("test_") and callable(fn)}

@@ -16,6 +16,7 @@ transformers 5.x names used here (checked against the installed 5.24 source):
 is deprecated, removed in 5.40), and ``DynamicCache.crop(-n)`` removes the last n positions
 (a positive argument raises).
 """
+
 from __future__ import annotations
 
 import time
@@ -59,9 +60,9 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
     few thousand tokens on a CPU.
     """
     flat = probs.reshape(-1, probs.shape[-1])
-    cdf = flat.cumsum(dim=-1)                                                       # (N, V)
+    cdf = flat.cumsum(dim=-1)  # (N, V)
     u = torch.rand(flat.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
-    ids = torch.searchsorted(cdf, u, right=True).clamp_(max=flat.shape[-1] - 1)    # (N, 1)
+    ids = torch.searchsorted(cdf, u, right=True).clamp_(max=flat.shape[-1] - 1)  # (N, 1)
     return ids.reshape(probs.shape[:-1])
 
 
@@ -77,13 +78,17 @@ def feed(model, cache, tokens: torch.Tensor) -> torch.Tensor:
     if n_cached >= tokens.shape[1]:
         raise ValueError(f"cache holds {n_cached} positions, tokens has only {tokens.shape[1]}: nothing to feed")
     out = model(tokens[:, n_cached:], cache=cache, use_cache=True)
-    return out.logits[0]                                   # (L - n, V)
+    return out.logits[0]  # (L - n, V)
 
 
 def check_ids(input_ids, max_new_tokens):
     """ValueError unless input_ids is a (1, T) LongTensor, T >= 1, and max_new_tokens >= 1 (the decoders' inputs)."""
-    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() == 2 and input_ids.shape[0] == 1
-            and input_ids.shape[1] >= 1):
+    if not (
+        isinstance(input_ids, torch.Tensor)
+        and input_ids.dim() == 2
+        and input_ids.shape[0] == 1
+        and input_ids.shape[1] >= 1
+    ):
         shape = tuple(input_ids.shape) if isinstance(input_ids, torch.Tensor) else type(input_ids).__name__
         raise ValueError(f"input_ids must be a (1, T) LongTensor with T >= 1, got {shape}")
     if max_new_tokens < 1:
@@ -99,7 +104,7 @@ def plain_generate(model, input_ids, max_new_tokens, temperature=0.0, generator=
     """
     check_ids(input_ids, max_new_tokens)
     cache = new_cache(model)
-    logits = model(input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]   # (V,)
+    logits = model(input_ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]  # (V,)
     out = [input_ids]
     for i in range(max_new_tokens):
         token = sample(probs_from_logits(logits, temperature), generator).view(1, 1)
@@ -130,16 +135,31 @@ def keep_cache_positions(cache, positions) -> None:
         layer.values = layer.values.index_select(-2, idx)
 
 
-def tiny_llama(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=None, seed=0, max_position_embeddings=2048):
+def tiny_llama(
+    vocab_size=512,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=None,
+    seed=0,
+    max_position_embeddings=2048,
+):
     """A randomly initialised LlamaForCausalLM (eval mode, fp32, CPU), reproducible from `seed`."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
-                         num_attention_heads=num_attention_heads, num_key_value_heads=num_attention_heads,
-                         intermediate_size=intermediate_size or 4 * hidden_size,
-                         max_position_embeddings=max_position_embeddings, tie_word_embeddings=False,
-                         bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_attention_heads,
+        intermediate_size=intermediate_size or 4 * hidden_size,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).eval()
 
@@ -174,8 +194,10 @@ class ForwardCounter:
             self.seconds += self.each[-1]
 
     def __enter__(self):
-        self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
-                         self.module.register_forward_hook(self._post, with_kwargs=True)]
+        self._handles = [
+            self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
+            self.module.register_forward_hook(self._post, with_kwargs=True),
+        ]
         return self
 
     def __exit__(self, *exc):
@@ -202,7 +224,7 @@ def heldout_prompts(tokenizer, texts, n_prompts, prompt_tokens=24, seed=0):
     for _ in range(n_prompts):
         ids = rng.choice(encoded)
         start = rng.randrange(0, len(ids) - prompt_tokens)
-        prompts.append(torch.tensor([ids[start:start + prompt_tokens]], dtype=torch.long))
+        prompts.append(torch.tensor([ids[start : start + prompt_tokens]], dtype=torch.long))
     return prompts
 
 
@@ -231,4 +253,3 @@ def forward_step(model, width, context=64, vocab_size=None, seed=0, batch=1):
         cache.crop(-width)
 
     return step
-

@@ -26,6 +26,7 @@ causal LM draft, or ``specdec.core.models.early_exit_draft``) does not, and serv
 greedy speculative decoding outputs the target's greedy continuation, so each round's accepted length
 is the longest prefix of the drafts that matches that continuation.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,6 +46,7 @@ CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 
 # --- modules ---------------------------------------------------------------------------
 
+
 class _Bound:
     """holds the target modules a drafter reuses, out of sight of nn.Module (not its parameters,
     not in its state_dict, never saved or trained with it)."""
@@ -62,8 +64,10 @@ def _check_target(target, hidden_size: int, vocab_size: int, what: str) -> None:
         raise ValueError(f"target must be a causal LM with lm_head and input embeddings, got {type(target).__name__}")
     h, v = _target_dims(target)
     if (h, v) != (hidden_size, vocab_size):
-        raise ValueError(f"target has hidden size {h} and vocabulary {v}, but the {what} was trained for "
-                         f"hidden size {hidden_size} and vocabulary {vocab_size}")
+        raise ValueError(
+            f"target has hidden size {h} and vocabulary {v}, but the {what} was trained for "
+            f"hidden size {hidden_size} and vocabulary {vocab_size}"
+        )
 
 
 def _target_dtype(target) -> torch.dtype:
@@ -124,21 +128,40 @@ class MedusaHeads(_ReadsThroughTarget):
         return self(h.reshape(-1, self.hidden_size)[-1])
 
     def config_dict(self) -> dict:
-        return {"kind": "medusa", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
-                "n_heads": self.n_heads}
+        return {
+            "kind": "medusa",
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+            "n_heads": self.n_heads,
+        }
 
 
-def eagle_layer_config(hidden_size: int, num_attention_heads: int, intermediate_size: int,
-                       max_position_embeddings: int = 1024, rope_theta: float = 10000.0, rms_norm_eps: float = 1e-6):
+def eagle_layer_config(
+    hidden_size: int,
+    num_attention_heads: int,
+    intermediate_size: int,
+    max_position_embeddings: int = 1024,
+    rope_theta: float = 10000.0,
+    rms_norm_eps: float = 1e-6,
+):
     """the LlamaConfig of EAGLE's single decoder layer (a LlamaModel fed with embeddings directly)."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=1, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
-                       num_key_value_heads=num_attention_heads, intermediate_size=intermediate_size,
-                       num_hidden_layers=1, max_position_embeddings=max_position_embeddings,
-                       rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
-                       rms_norm_eps=rms_norm_eps, tie_word_embeddings=False,
-                       bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    return LlamaConfig(
+        vocab_size=1,
+        hidden_size=hidden_size,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_attention_heads,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=1,
+        max_position_embeddings=max_position_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+        rms_norm_eps=rms_norm_eps,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
 
 
 class EagleDraft(_ReadsThroughTarget):
@@ -148,14 +171,23 @@ class EagleDraft(_ReadsThroughTarget):
     hidden state of position j with the token of position j+1; positions continue from the cache length.
     """
 
-    def __init__(self, hidden_size: int, vocab_size: int, num_attention_heads: int, intermediate_size: int,
-                 max_position_embeddings: int = 1024, rope_theta: float = 10000.0, rms_norm_eps: float = 1e-6):
+    def __init__(
+        self,
+        hidden_size: int,
+        vocab_size: int,
+        num_attention_heads: int,
+        intermediate_size: int,
+        max_position_embeddings: int = 1024,
+        rope_theta: float = 10000.0,
+        rms_norm_eps: float = 1e-6,
+    ):
         super().__init__()
         from transformers import LlamaModel
 
         self.hidden_size, self.vocab_size = hidden_size, vocab_size
-        self.layer_config = eagle_layer_config(hidden_size, num_attention_heads, intermediate_size,
-                                               max_position_embeddings, rope_theta, rms_norm_eps)
+        self.layer_config = eagle_layer_config(
+            hidden_size, num_attention_heads, intermediate_size, max_position_embeddings, rope_theta, rms_norm_eps
+        )
         self.fc = nn.Linear(2 * hidden_size, hidden_size)
         self.layer = LlamaModel(self.layer_config)
         self.layer.embed_tokens = None  # fed with fc's output; the token embedding is the target's
@@ -175,23 +207,35 @@ class EagleDraft(_ReadsThroughTarget):
     def new_cache(self, batch: int = 1):
         return new_cache(self.layer, batch)
 
-    def forward(self, h: torch.Tensor, next_ids: torch.Tensor, cache=None, attention_mask=None,
-                position_ids=None) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, next_ids: torch.Tensor, cache=None, attention_mask=None, position_ids=None
+    ) -> torch.Tensor:
         """attention_mask (B, 1, T, cached + T) bool and position_ids (B, T), both optional, as for the target:
         what a token tree of drafts needs (notebook 09 drafts EAGLE-2's dynamic trees with them)."""
-        x = self.fc(torch.cat([h, self.embed(next_ids)], dim=-1))               # (B, T, H)
-        return self.layer(inputs_embeds=x, cache=cache, use_cache=cache is not None, attention_mask=attention_mask,
-                          position_ids=position_ids).last_hidden_state
+        x = self.fc(torch.cat([h, self.embed(next_ids)], dim=-1))  # (B, T, H)
+        return self.layer(
+            inputs_embeds=x,
+            cache=cache,
+            use_cache=cache is not None,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+        ).last_hidden_state
 
     def logits(self, h_hat: torch.Tensor) -> torch.Tensor:
         return self.lm_head(h_hat)
 
     def config_dict(self) -> dict:
         c = self.layer_config
-        return {"kind": "eagle", "hidden_size": self.hidden_size, "vocab_size": self.vocab_size,
-                "num_attention_heads": c.num_attention_heads, "intermediate_size": c.intermediate_size,
-                "max_position_embeddings": c.max_position_embeddings,
-                "rope_theta": c.rope_parameters["rope_theta"], "rms_norm_eps": c.rms_norm_eps}
+        return {
+            "kind": "eagle",
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+            "num_attention_heads": c.num_attention_heads,
+            "intermediate_size": c.intermediate_size,
+            "max_position_embeddings": c.max_position_embeddings,
+            "rope_theta": c.rope_parameters["rope_theta"],
+            "rms_norm_eps": c.rms_norm_eps,
+        }
 
 
 def trainable_params(module: nn.Module) -> int:
@@ -200,6 +244,7 @@ def trainable_params(module: nn.Module) -> int:
 
 
 # --- files -----------------------------------------------------------------------------
+
 
 def target_fingerprint(target) -> dict:
     """what a drafter remembers of the target it was trained for: its sizes and a checksum of its LM
@@ -223,8 +268,10 @@ def save_drafter(module, folder: Path, trained_for: dict, extra: dict | None = N
 
 
 def _fail(folder: Path, problem: str) -> ModelFilesError:
-    return ModelFilesError(f"{problem}\ndrafter folder: {folder}\nretrain the drafters (a few minutes on 2 cores) "
-                           f"from the repository root with:\n    {RETRAIN_DRAFTERS}")
+    return ModelFilesError(
+        f"{problem}\ndrafter folder: {folder}\nretrain the drafters (a few minutes on 2 cores) "
+        f"from the repository root with:\n    {RETRAIN_DRAFTERS}"
+    )
 
 
 def _read(folder: Path, kind: str) -> tuple[dict, dict]:
@@ -253,8 +300,11 @@ def _bind_loaded(module, state: dict, config: dict, target, folder: Path, kind: 
     trained = config.get("trained_for", {}).get("lm_head_abs_mean")
     now = target_fingerprint(target)["lm_head_abs_mean"]
     if trained and abs(now - trained) > 2e-3 * abs(trained):
-        warnings.warn(f"the {kind} drafter in {folder} was trained for another target (LM head checksum "
-                      f"{trained}, this target {now}): it loads, but expect low acceptance", stacklevel=3)
+        warnings.warn(
+            f"the {kind} drafter in {folder} was trained for another target (LM head checksum "
+            f"{trained}, this target {now}): it loads, but expect low acceptance",
+            stacklevel=3,
+        )
     return module.bind(target).eval()
 
 
@@ -273,13 +323,20 @@ def load_eagle(target, path: str | Path | None = None) -> EagleDraft:
     in its dtype. Errors as load_medusa."""
     folder = Path(path) if path is not None else default_path() / "eagle"
     config, state = _read(folder, "eagle")
-    eagle = EagleDraft(config["hidden_size"], config["vocab_size"], config["num_attention_heads"],
-                       config["intermediate_size"], config.get("max_position_embeddings", 1024),
-                       config.get("rope_theta", 10000.0), config.get("rms_norm_eps", 1e-6))
+    eagle = EagleDraft(
+        config["hidden_size"],
+        config["vocab_size"],
+        config["num_attention_heads"],
+        config["intermediate_size"],
+        config.get("max_position_embeddings", 1024),
+        config.get("rope_theta", 10000.0),
+        config.get("rms_norm_eps", 1e-6),
+    )
     return _bind_loaded(eagle, state, config, target, folder, "eagle")
 
 
 # --- proposers -------------------------------------------------------------------------
+
 
 def _check_tokens(tokens) -> int:
     if not (isinstance(tokens, torch.Tensor) and tokens.dim() == 2 and tokens.shape[0] == 1 and tokens.shape[1] >= 1):
@@ -324,7 +381,9 @@ class MedusaProposer:
         length = _check_tokens(tokens)
         hidden = _hidden_2d(hidden, self.heads.hidden_size)
         if hidden.shape[0] != length - 1:
-            raise ValueError(f"hidden must hold the {length - 1} positions before the last token, got {hidden.shape[0]}")
+            raise ValueError(
+                f"hidden must hold the {length - 1} positions before the last token, got {hidden.shape[0]}"
+            )
         self.seen = hidden.shape[0]
         self.last = hidden[-1] if self.seen else None
 
@@ -332,12 +391,14 @@ class MedusaProposer:
         length = _check_tokens(tokens)
         _check_k(k)
         if self.seen != length - 1:
-            raise ValueError(f"the proposer has seen {self.seen} hidden states but tokens has {length} "
-                             f"tokens: call start(), then advance() after every round")
+            raise ValueError(
+                f"the proposer has seen {self.seen} hidden states but tokens has {length} "
+                f"tokens: call start(), then advance() after every round"
+            )
         k = min(k, self.heads.n_heads)
         if k == 0 or self.last is None:
             return _empty(self.heads.vocab_size)
-        logits = self.heads.head_logits(self.last)[:k]                           # (k, V)
+        logits = self.heads.head_logits(self.last)[:k]  # (k, V)
         drafts, qs = zip(*(_draw(logits[i], temperature, generator) for i in range(k)))
         return torch.stack(drafts), torch.stack(qs)
 
@@ -345,8 +406,10 @@ class MedusaProposer:
         length = _check_tokens(tokens)
         hidden = _hidden_2d(hidden, self.heads.hidden_size)
         if self.seen + hidden.shape[0] != length - 1:
-            raise ValueError(f"after this round the proposer must have seen {length - 1} hidden states; it had "
-                             f"{self.seen} and got {hidden.shape[0]}")
+            raise ValueError(
+                f"after this round the proposer must have seen {length - 1} hidden states; it had "
+                f"{self.seen} and got {hidden.shape[0]}"
+            )
         self.seen = length - 1
         if hidden.shape[0]:
             self.last = hidden[-1]
@@ -376,7 +439,9 @@ class EagleProposer:
         length = _check_tokens(tokens)
         hidden = _hidden_2d(hidden, self.eagle.hidden_size)
         if hidden.shape[0] != length - 1:
-            raise ValueError(f"hidden must hold the {length - 1} positions before the last token, got {hidden.shape[0]}")
+            raise ValueError(
+                f"hidden must hold the {length - 1} positions before the last token, got {hidden.shape[0]}"
+            )
         self.hidden = hidden.detach().clone()
         self.cache = self.eagle.new_cache()
 
@@ -386,17 +451,19 @@ class EagleProposer:
         _check_k(k)
         if self.hidden is None or self.hidden.shape[0] != length - 1:
             seen = None if self.hidden is None else self.hidden.shape[0]
-            raise ValueError(f"the proposer has seen {seen} hidden states but tokens has {length} tokens: "
-                             f"call start(), then advance() after every round")
-        n = length - 1                                   # true positions 0..n-1, pairs (h_j, x_{j+1})
+            raise ValueError(
+                f"the proposer has seen {seen} hidden states but tokens has {length} tokens: "
+                f"call start(), then advance() after every round"
+            )
+        n = length - 1  # true positions 0..n-1, pairs (h_j, x_{j+1})
         if k == 0 or n == 0:
             return _empty(self.eagle.vocab_size)
         cached = self.cache.get_seq_length()
         if cached >= n:  # the last true position is fed again: its output ĥ_{L-1} gives the first draft
             self.cache.crop(-(cached - n + 1))
             cached = n - 1
-        h = self.hidden[cached:].unsqueeze(0)                                    # (1, n - cached, H)
-        h_hat = self.eagle(h, tokens[:, cached + 1:], self.cache)[0, -1]         # ĥ_{L-1}
+        h = self.hidden[cached:].unsqueeze(0)  # (1, n - cached, H)
+        h_hat = self.eagle(h, tokens[:, cached + 1 :], self.cache)[0, -1]  # ĥ_{L-1}
         drafts, qs = [], []
         for i in range(k):
             token, q = _draw(self.eagle.logits(h_hat), temperature, generator)
@@ -413,8 +480,10 @@ class EagleProposer:
         length = _check_tokens(tokens)
         hidden = _hidden_2d(hidden, self.eagle.hidden_size)
         if self.hidden.shape[0] + hidden.shape[0] != length - 1:
-            raise ValueError(f"after this round the proposer must have seen {length - 1} hidden states; it had "
-                             f"{self.hidden.shape[0]} and got {hidden.shape[0]}")
+            raise ValueError(
+                f"after this round the proposer must have seen {length - 1} hidden states; it had "
+                f"{self.hidden.shape[0]} and got {hidden.shape[0]}"
+            )
         self.hidden = torch.cat([self.hidden, hidden.detach().to(self.hidden.dtype)])
 
 
@@ -452,6 +521,7 @@ class PlainLMProposer:
 
 # --- measurement -----------------------------------------------------------------------
 
+
 @torch.no_grad()
 def last_hidden(target, ids: torch.Tensor) -> torch.Tensor:
     """(T, H): the target's last hidden states (after its final norm) at every position of ids (1, T)."""
@@ -471,21 +541,20 @@ def greedy_tau(target, proposer, prompt: torch.Tensor, new_tokens: int, k: int) 
     """
     from specdec.core.decoding import greedy_generate
 
-    full = greedy_generate(target, prompt, new_tokens)                         # (1, T + N)
+    full = greedy_generate(target, prompt, new_tokens)  # (1, T + N)
     hidden = last_hidden(target, full[:, :-1]) if proposer.needs_hidden else None
     length, end = prompt.shape[1], full.shape[1]
-    proposer.start(full[:, :length], hidden[:length - 1] if hidden is not None else None)
+    proposer.start(full[:, :length], hidden[: length - 1] if hidden is not None else None)
     rounds = accepted = drafted = 0
     while length < end:
         seq = full[:, :length]
         drafts, _ = proposer.propose(seq, min(k, end - length), 0.0)
-        truth = full[0, length:length + len(drafts)]
+        truth = full[0, length : length + len(drafts)]
         match = (drafts == truth).long()
         a = int(match.cumprod(0).sum().item()) if len(drafts) else 0
         rounds, accepted, drafted = rounds + 1, accepted + a, drafted + len(drafts)
         new_length = min(length + a + 1, end)
-        proposer.advance(full[:, :new_length],
-                         hidden[length - 1:new_length - 1] if hidden is not None else None)
+        proposer.advance(full[:, :new_length], hidden[length - 1 : new_length - 1] if hidden is not None else None)
         length = new_length
     produced = end - prompt.shape[1]
     return {"rounds": rounds, "tokens": produced, "tau": produced / rounds, "accepted": accepted, "drafted": drafted}
@@ -508,15 +577,15 @@ def teacher_forced_alpha(target, texts_ids: list[torch.Tensor], medusa=None, eag
         total[name] = total.get(name, 0) + a.numel()
 
     for ids in texts_ids:
-        h = last_hidden(target, ids)                                               # (T, H)
-        top = target.lm_head(h).argmax(-1)                                         # (T,)
+        h = last_hidden(target, ids)  # (T, H)
+        top = target.lm_head(h).argmax(-1)  # (T,)
         if medusa is not None:
-            pred = medusa(h).argmax(-1)                                            # (T, n_heads)
+            pred = medusa(h).argmax(-1)  # (T, n_heads)
             for i in range(1, medusa.n_heads + 1):
                 if len(top) > i:
                     add(f"head_{i}", pred[:-i, i - 1], top[i:])
         if eagle is not None and len(top) > 1:
-            h_hat = eagle(h[None, :-1], ids[:, 1:])[0]                             # (T-1, H)
+            h_hat = eagle(h[None, :-1], ids[:, 1:])[0]  # (T-1, H)
             add("alpha", eagle.logits(h_hat).argmax(-1), top[1:])
         if draft is not None:
             add("alpha", draft(ids, use_cache=False).logits[0].argmax(-1), top)

@@ -20,6 +20,7 @@ transformers' ``DynamicCache``'s. Its logits equal transformers' up to float rou
 another order): used as a *draft* that changes nothing the target accepts (exactness is the target's), and
 ``tests/test_lean.py`` checks greedy decoding with it against transformers' for the course's models.
 """
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -41,7 +42,7 @@ def rotary_tables(rotary_emb, head_dim, max_len, dtype):
     rotate_half's sign so that rotate_half(x) * sin = x.roll(head_dim / 2) * sin, and the causal mask (max_len,
     max_len): one lookup per step (the lean forwards here and in specdec.core.moe_twin)."""
     pos = torch.arange(max_len, dtype=torch.float32)
-    freqs = pos[:, None] * rotary_emb.inv_freq.float()[None, :]                # (max_len, head_dim / 2)
+    freqs = pos[:, None] * rotary_emb.inv_freq.float()[None, :]  # (max_len, head_dim / 2)
     emb = torch.cat((freqs, freqs), dim=-1)
     half = head_dim // 2
     sign = torch.cat((-torch.ones(half), torch.ones(half)))
@@ -99,15 +100,26 @@ class LeanLlama(torch.nn.Module):
 
     def _layer(self, layer):
         att, mlp = layer.self_attn, layer.mlp
-        plain = all(type(m) is torch.nn.Linear and m.bias is None
-                    for m in (att.q_proj, att.k_proj, att.v_proj, mlp.gate_proj, mlp.up_proj))
+        plain = all(
+            type(m) is torch.nn.Linear and m.bias is None
+            for m in (att.q_proj, att.k_proj, att.v_proj, mlp.gate_proj, mlp.up_proj)
+        )
         return SimpleNamespace(
-            ln1=layer.input_layernorm.weight, eps1=layer.input_layernorm.variance_epsilon,
-            ln2=layer.post_attention_layernorm.weight, eps2=layer.post_attention_layernorm.variance_epsilon,
+            ln1=layer.input_layernorm.weight,
+            eps1=layer.input_layernorm.variance_epsilon,
+            ln2=layer.post_attention_layernorm.weight,
+            eps2=layer.post_attention_layernorm.variance_epsilon,
             qkv=torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]) if plain else None,
             gate_up=torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]) if plain else None,
-            q=att.q_proj, k=att.k_proj, v=att.v_proj, o=att.o_proj, gate=mlp.gate_proj, up=mlp.up_proj,
-            down=mlp.down_proj, scaling=att.scaling)
+            q=att.q_proj,
+            k=att.k_proj,
+            v=att.v_proj,
+            o=att.o_proj,
+            gate=mlp.gate_proj,
+            up=mlp.up_proj,
+            down=mlp.down_proj,
+            scaling=att.scaling,
+        )
 
     def new_cache(self, batch: int = 1) -> LeanCache:
         if isinstance(batch, bool) or batch != 1:
@@ -126,26 +138,33 @@ class LeanLlama(torch.nn.Module):
         if end > self.max_len:
             raise ValueError(f"input_ids: {end} positions exceed the cache's max_len {self.max_len}")
         nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
-        x = self.embed(ids)                                                    # (m, H)
+        x = self.embed(ids)  # (m, H)
         cos, sin = self.cos[start:end, None, :], self.sin[start:end, None, :]  # (m, 1, hd)
-        causal = m > 1 and start == 0                                          # a prefill: the causal kernel
+        causal = m > 1 and start == 0  # a prefill: the causal kernel
         mask = None if m == 1 or causal else self.causal[start:end, :end]
         half = hd // 2
         for i, L in enumerate(self.layers):
             h = rms_norm(x, L.ln1, L.eps1)
             if L.qkv is not None:
                 qkv = F.linear(h, L.qkv).view(m, nh + 2 * nkv, hd)
-                qk, v = qkv[:, :nh + nkv], qkv[:, nh + nkv:]
+                qk, v = qkv[:, : nh + nkv], qkv[:, nh + nkv :]
             else:
                 qk = torch.cat([L.q(h), L.k(h)], dim=-1).view(m, nh + nkv, hd)
                 v = L.v(h).view(m, nkv, hd)
-            qk = qk * cos + qk.roll(half, dims=-1) * sin                       # rotary, q and k at once
+            qk = qk * cos + qk.roll(half, dims=-1) * sin  # rotary, q and k at once
             keys, values = cache.keys[i], cache.values[i]
             keys[0, :, start:end].copy_(qk[:, nh:].transpose(0, 1))
             values[0, :, start:end].copy_(v.transpose(0, 1))
-            q = qk[:, :nh].transpose(0, 1).unsqueeze(0)                        # (1, nh, m, hd)
-            a = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
-                                               is_causal=causal, scale=L.scaling, enable_gqa=nh != nkv)
+            q = qk[:, :nh].transpose(0, 1).unsqueeze(0)  # (1, nh, m, hd)
+            a = F.scaled_dot_product_attention(
+                q,
+                keys[:, :, :end],
+                values[:, :, :end],
+                attn_mask=mask,
+                is_causal=causal,
+                scale=L.scaling,
+                enable_gqa=nh != nkv,
+            )
             x = x + L.o(a[0].transpose(0, 1).reshape(m, nh * hd))
             h = rms_norm(x, L.ln2, L.eps2)
             if L.gate_up is not None:
@@ -156,7 +175,7 @@ class LeanLlama(torch.nn.Module):
         cache.length = end
         x = rms_norm(x, self.norm_w, self.norm_eps)
         keep = x if not logits_to_keep else x[-logits_to_keep:]
-        logits = self.lm_head(keep).unsqueeze(0)                               # (1, m', V)
+        logits = self.lm_head(keep).unsqueeze(0)  # (1, m', V)
         return SimpleNamespace(logits=logits, hidden_states=(x.unsqueeze(0),) if output_hidden_states else None)
 
 
@@ -164,4 +183,5 @@ def __getattr__(name):
     """time_step_parts moved to specdec.measure.profiling (issue 64: core imports no measure); a notebook saved before
     the move still imports it from here, with a FutureWarning (specdec.moved)."""
     from specdec.moved import moved_name
+
     return moved_name(__name__, name)

@@ -6,7 +6,8 @@ Layout of a model folder (written by ``python -m specdec.training.train``):
               so ``AutoTokenizer.from_pretrained`` and ``pipeline("text-generation", model=...)`` load it alone
   draft/      LlamaForCausalLM, same vocabulary and special tokens as the target, same tokenizer files
   heldout.json  held-out text per domain: {"code": [...], "prose": [...], "json": [...]}
-  medusa/, eagle/  drafters on the target's hidden states (specdec.core.drafters; ``python -m specdec.training.train drafters``)
+  medusa/, eagle/  drafters on the target's hidden states (specdec.core.drafters;
+                   ``python -m specdec.training.train drafters``)
 """
 
 from __future__ import annotations
@@ -139,11 +140,11 @@ def padded_target(target, intermediate_size: int, dtype=None):
         raise ValueError(f"intermediate_size must be an int >= the target's {old}, got {intermediate_size!r}")
     config = copy.deepcopy(target.config)
     config.intermediate_size = intermediate_size
-    with torch.device("meta"):                       # no random init of weights that are overwritten below
+    with torch.device("meta"):  # no random init of weights that are overwritten below
         model = type(target)(config)
     model = model.to_empty(device="cpu").to(next(target.parameters()).dtype).eval()
     with torch.no_grad():
-        for buf_name, buf in target.named_buffers():         # rotary inverse frequencies
+        for buf_name, buf in target.named_buffers():  # rotary inverse frequencies
             model.get_buffer(buf_name).copy_(buf)
         state = target.state_dict()
         for name, param in model.state_dict().items():

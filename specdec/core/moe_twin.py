@@ -19,6 +19,7 @@ returns ``.logits`` (B, m', V). With batch 1 it is a drop-in for the calls the c
 ``moe_twin(target, 1, 1, width)`` is a dense target of that MLP width through the same code, the twin's fair
 baseline. ``tests/test_moe_twin.py`` checks the twin's greedy output against the dense target's, token for token.
 """
+
 from __future__ import annotations
 
 import copy
@@ -37,18 +38,25 @@ def _power_of_two(n):
 class MoeTwin(torch.nn.Module):
     """See the module text. Build it with ``moe_twin``."""
 
-    def __init__(self, target, experts: int, per_token: int, width: int, dtype=None, seed: int = 0,
-                 max_len: int | None = None):
+    def __init__(
+        self, target, experts: int, per_token: int, width: int, dtype=None, seed: int = 0, max_len: int | None = None
+    ):
         super().__init__()
         cfg = target.config
         if getattr(cfg, "model_type", None) != "llama":
             raise ValueError(f"target must be a Llama model, got model_type {getattr(cfg, 'model_type', None)!r}")
         if not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
             raise ValueError(f"experts must be an int >= 1, got {experts!r}")
-        if not isinstance(per_token, int) or isinstance(per_token, bool) or not 1 <= per_token <= experts \
-                or not _power_of_two(per_token):
-            raise ValueError(f"per_token must be a power of two in [1, experts = {experts}] (the gates are a "
-                             f"pairwise mean), got {per_token!r}")
+        if (
+            not isinstance(per_token, int)
+            or isinstance(per_token, bool)
+            or not 1 <= per_token <= experts
+            or not _power_of_two(per_token)
+        ):
+            raise ValueError(
+                f"per_token must be a power of two in [1, experts = {experts}] (the gates are a "
+                f"pairwise mean), got {per_token!r}"
+            )
         old = cfg.intermediate_size
         if not isinstance(width, int) or isinstance(width, bool) or width < old:
             raise ValueError(f"width must be an int >= the target's MLP width {old}, got {width!r}")
@@ -68,7 +76,7 @@ class MoeTwin(torch.nn.Module):
             self.norm_w, self.norm_eps = inner.norm.weight.detach().to(dtype).clone(), inner.norm.variance_epsilon
             self.lm_head = target.lm_head.weight.detach().to(dtype).clone()
         self.cos, self.sin, self.causal = rotary_tables(inner.rotary_emb, self.head_dim, self.max_len, dtype)
-        self.experts_read: list[int] = []          # distinct experts each layer read in the last forward
+        self.experts_read: list[int] = []  # distinct experts each layer read in the last forward
 
     def _layer(self, layer, gen):
         att, mlp = layer.self_attn, layer.mlp
@@ -77,19 +85,22 @@ class MoeTwin(torch.nn.Module):
         def expert():
             gate_up = torch.zeros(2 * self.width, H, dtype=dt)
             gate_up[:old] = mlp.gate_proj.weight
-            gate_up[self.width:self.width + old] = mlp.up_proj.weight
+            gate_up[self.width : self.width + old] = mlp.up_proj.weight
             down = torch.zeros(H, self.width, dtype=dt)
             down[:, :old] = mlp.down_proj.weight
             return gate_up, down
 
         return SimpleNamespace(
-            ln1=layer.input_layernorm.weight.detach().to(dt).clone(), eps1=layer.input_layernorm.variance_epsilon,
+            ln1=layer.input_layernorm.weight.detach().to(dt).clone(),
+            eps1=layer.input_layernorm.variance_epsilon,
             ln2=layer.post_attention_layernorm.weight.detach().to(dt).clone(),
             eps2=layer.post_attention_layernorm.variance_epsilon,
             qkv=torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).to(dt),
-            o=att.o_proj.weight.detach().to(dt).clone(), scaling=att.scaling,
+            o=att.o_proj.weight.detach().to(dt).clone(),
+            scaling=att.scaling,
             router=torch.randn(self.experts, H, generator=gen).to(dt),
-            experts=[expert() for _ in range(self.experts)])
+            experts=[expert() for _ in range(self.experts)],
+        )
 
     def new_cache(self, batch: int = 1) -> LeanCache:
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
@@ -114,7 +125,7 @@ class MoeTwin(torch.nn.Module):
             g, u = F.linear(h, gate_up).chunk(2, dim=-1)
             self.experts_read.append(1)
             return F.linear(F.silu(g) * u, down)
-        choice = F.linear(h, L.router).topk(r, dim=-1).indices               # (M, r) distinct experts per row
+        choice = F.linear(h, L.router).topk(r, dim=-1).indices  # (M, r) distinct experts per row
         flat = choice.reshape(-1)
         order = torch.argsort(flat, stable=True)
         counts = torch.bincount(flat, minlength=self.experts).tolist()
@@ -124,13 +135,13 @@ class MoeTwin(torch.nn.Module):
         for e, n in enumerate(counts):
             if not n:
                 continue
-            rows_e, slots_e = rows[start:start + n], slots[start:start + n]
+            rows_e, slots_e = rows[start : start + n], slots[start : start + n]
             gate_up, down = L.experts[e]
             g, u = F.linear(h.index_select(0, rows_e), gate_up).chunk(2, dim=-1)
             out[slots_e, rows_e] = F.linear(F.silu(g) * u, down)
             start, read = start + n, read + 1
         self.experts_read.append(read)
-        while out.shape[0] > 1:                     # equal outputs: (y + y) * 0.5 == y exactly
+        while out.shape[0] > 1:  # equal outputs: (y + y) * 0.5 == y exactly
             out = (out[0::2] + out[1::2]) * 0.5
         return out[0]
 
@@ -141,15 +152,16 @@ class MoeTwin(torch.nn.Module):
         if cache is None:
             cache = self.new_cache(B)
         if not isinstance(cache, LeanCache) or cache.batch != B:
-            raise ValueError(f"cache must be this model's LeanCache for batch {B} (new_cache({B})), "
-                             f"got {type(cache).__name__}")
+            raise ValueError(
+                f"cache must be this model's LeanCache for batch {B} (new_cache({B})), got {type(cache).__name__}"
+            )
         start = cache.length
         end = start + m
         if end > self.max_len:
             raise ValueError(f"input_ids: {end} positions exceed the cache's max_len {self.max_len}")
         nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
-        x = F.embedding(ids, self.embed)                                        # (B, m, H)
-        cos, sin = self.cos[start:end, None, :], self.sin[start:end, None, :]   # (m, 1, hd)
+        x = F.embedding(ids, self.embed)  # (B, m, H)
+        cos, sin = self.cos[start:end, None, :], self.sin[start:end, None, :]  # (m, 1, hd)
         causal = m > 1 and start == 0
         mask = None if m == 1 or causal else self.causal[start:end, :end]
         half = hd // 2
@@ -157,14 +169,21 @@ class MoeTwin(torch.nn.Module):
         for i, L in enumerate(self.layers):
             h = rms_norm(x, L.ln1, L.eps1)
             qkv = F.linear(h, L.qkv).view(B, m, nh + 2 * nkv, hd)
-            qk, v = qkv[:, :, :nh + nkv], qkv[:, :, nh + nkv:]
+            qk, v = qkv[:, :, : nh + nkv], qkv[:, :, nh + nkv :]
             qk = qk * cos + qk.roll(half, dims=-1) * sin
             keys, values = cache.keys[i], cache.values[i]
             keys[:, :, start:end].copy_(qk[:, :, nh:].transpose(1, 2))
             values[:, :, start:end].copy_(v.transpose(1, 2))
-            q = qk[:, :, :nh].transpose(1, 2)                                   # (B, nh, m, hd)
-            a = F.scaled_dot_product_attention(q, keys[:, :, :end], values[:, :, :end], attn_mask=mask,
-                                               is_causal=causal, scale=L.scaling, enable_gqa=nh != nkv)
+            q = qk[:, :, :nh].transpose(1, 2)  # (B, nh, m, hd)
+            a = F.scaled_dot_product_attention(
+                q,
+                keys[:, :, :end],
+                values[:, :, :end],
+                attn_mask=mask,
+                is_causal=causal,
+                scale=L.scaling,
+                enable_gqa=nh != nkv,
+            )
             x = x + F.linear(a.transpose(1, 2).reshape(B, m, nh * hd), L.o)
             h = rms_norm(x, L.ln2, L.eps2)
             x = x + self._moe(h.reshape(B * m, -1), L).view(B, m, -1)

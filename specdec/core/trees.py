@@ -14,6 +14,7 @@ product of a[rank] along its path, siblings exclude each other (the target picks
 tokens (the 1 is the target's own token after the accepted path). A chain of k top-1 nodes gives
 1 + a0 + a0^2 + ... + a0^k = E(a0, k), notebook 03's expected tokens with alpha = a0.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -25,7 +26,9 @@ import numpy as np
 def _check_profile(a):
     a = np.asarray(a, dtype=float)
     if a.ndim != 1 or len(a) == 0 or not np.all(np.isfinite(a)) or np.any(a < 0) or a.sum() > 1 + 1e-9:
-        raise ValueError(f"rank profile a must be a non-empty 1-D list of probabilities summing to at most 1, got {a!r}")
+        raise ValueError(
+            f"rank profile a must be a non-empty 1-D list of probabilities summing to at most 1, got {a!r}"
+        )
     return a
 
 
@@ -152,8 +155,13 @@ def best_round(a, target_seconds, draft_seconds, batch, budgets, first_extra=1, 
         if n < 1:
             continue
         parents, ranks, _ = best_tree(a, n)
-        tree = {"N": n, "tau": tree_tau(a, parents, ranks), "parents": parents, "ranks": ranks,
-                "is_chain": is_chain(parents)}
+        tree = {
+            "N": n,
+            "tau": tree_tau(a, parents, ranks),
+            "parents": parents,
+            "ranks": ranks,
+            "is_chain": is_chain(parents),
+        }
         chain_par = list(range(-1, n - 1))
         chain = {"N": n, "tau": tree_tau(a, chain_par, [0] * n)}
         for kind, row, par in (("tree", tree, parents), ("chain", chain, chain_par)):
@@ -166,5 +174,14 @@ def best_round(a, target_seconds, draft_seconds, batch, budgets, first_extra=1, 
     return {**best, "plain": plain}
 
 
-__all__ = ["rank_profile", "draft_ranks", "best_tree", "tree_tau", "depths", "draft_widths", "is_chain",
-           "round_seconds", "best_round"]
+__all__ = [
+    "rank_profile",
+    "draft_ranks",
+    "best_tree",
+    "tree_tau",
+    "depths",
+    "draft_widths",
+    "is_chain",
+    "round_seconds",
+    "best_round",
+]

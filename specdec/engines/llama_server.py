@@ -6,6 +6,7 @@ the server's whole process group; an ``atexit`` hook ends any still running when
 gets SIGTERM from the kernel if the Python that started it is killed outright. A server that does not come up
 gives one RuntimeError with the end of its log, never a hang.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,8 @@ from specdec.engines.install import llama_binary
 from specdec.engines.processes import end, log_tail, start
 
 HOST = "127.0.0.1"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -31,20 +34,51 @@ def free_port() -> int:
 class LlamaServer:
     """One llama-server process: the target, optionally a draft (speculative decoding, k drafts per round)."""
 
-    def __init__(self, model, draft=None, k=3, p_min=None, parallel=1, threads=1, ctx_size=2048, start_timeout=60.0,
-                 extra=()):
+    def __init__(
+        self, model, draft=None, k=3, p_min=None, parallel=1, threads=1, ctx_size=2048, start_timeout=60.0, extra=()
+    ):
         self.model, self.draft, self.k, self.p_min = Path(model), draft and Path(draft), k, p_min
         self.parallel, self.threads, self.ctx_size = parallel, threads, ctx_size
         self.start_timeout, self.extra = start_timeout, list(extra)
         self.proc, self.port, self.log_path = None, None, None
 
     def command(self):
-        cmd = [str(llama_binary("llama-server")), "-m", str(self.model), "--host", HOST, "--port", str(self.port),
-               "-t", str(self.threads), "-tb", str(self.threads), "-c", str(self.ctx_size * self.parallel),
-               "-np", str(self.parallel), "--no-webui", "--metrics", "--seed", "0"]
+        cmd = [
+            str(llama_binary("llama-server")),
+            "-m",
+            str(self.model),
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "-t",
+            str(self.threads),
+            "-tb",
+            str(self.threads),
+            "-c",
+            str(self.ctx_size * self.parallel),
+            "-np",
+            str(self.parallel),
+            "--no-webui",
+            "--metrics",
+            "--seed",
+            "0",
+        ]
         if self.draft is not None:
-            cmd += ["-md", str(self.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(self.k),
-                    "--spec-draft-n-min", "0", "-td", str(self.threads), "-tbd", str(self.threads)]
+            cmd += [
+                "-md",
+                str(self.draft),
+                "--spec-type",
+                "draft-simple",
+                "--spec-draft-n-max",
+                str(self.k),
+                "--spec-draft-n-min",
+                "0",
+                "-td",
+                str(self.threads),
+                "-tbd",
+                str(self.threads),
+            ]
             if self.p_min is not None:
                 cmd += ["--spec-draft-p-min", str(self.p_min)]
         return cmd + self.extra
@@ -78,8 +112,9 @@ class LlamaServer:
                 except (urllib.error.URLError, ConnectionError, TimeoutError):
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"llama-server did not answer /health within {self.start_timeout:.0f} s:\n"
-                                       f"{self.log_tail()}")
+                    raise RuntimeError(
+                        f"llama-server did not answer /health within {self.start_timeout:.0f} s:\n{self.log_tail()}"
+                    )
                 time.sleep(0.2)
         except BaseException:
             self.close()
@@ -94,15 +129,23 @@ class LlamaServer:
         return False
 
     def post(self, path, body, timeout=120):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
 
     def complete(self, prompt_ids, n_predict, temperature=0.0, seed=0):
         """One non-streamed completion of token ids: (new token ids, the response's timings)."""
-        body = {"prompt": [int(t) for t in prompt_ids], "n_predict": int(n_predict), "temperature": temperature,
-                "cache_prompt": False, "return_tokens": True, "seed": seed, "ignore_eos": True}
+        body = {
+            "prompt": [int(t) for t in prompt_ids],
+            "n_predict": int(n_predict),
+            "temperature": temperature,
+            "cache_prompt": False,
+            "return_tokens": True,
+            "seed": seed,
+            "ignore_eos": True,
+        }
         if temperature == 0:
             body["top_k"] = 1
         out = self.post("/completion", body)

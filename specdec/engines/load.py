@@ -13,6 +13,7 @@ and ``server_tpot`` take a load apart where the simulation misses.
 Bounded in count (``n_requests``) and in time (``time_limit`` for the whole load; a request still running then is
 cut and marked ``"error"``), and only ever aimed at 127.0.0.1 (any other host raises ValueError).
 """
+
 from __future__ import annotations
 
 import threading
@@ -58,8 +59,14 @@ def stream_one(client, prompt_ids, max_tokens, t0, deadline, extra=None):
     body = {"ignore_eos": True, "cache_prompt": False, "timings_per_token": True, "top_k": 1, **(extra or {})}
     done = 0
     try:
-        stream = client.completions.create(model="course", prompt=[int(t) for t in prompt_ids], max_tokens=max_tokens,
-                                           temperature=0.0, stream=True, extra_body=body)
+        stream = client.completions.create(
+            model="course",
+            prompt=[int(t) for t in prompt_ids],
+            max_tokens=max_tokens,
+            temperature=0.0,
+            stream=True,
+            extra_body=body,
+        )
         for chunk in stream:
             now = time.perf_counter() - t0
             timings = (chunk.model_extra or {}).get("timings") or {}
@@ -74,7 +81,7 @@ def stream_one(client, prompt_ids, max_tokens, t0, deadline, extra=None):
                 stream.close()
                 rec["error"] = "cut at the load's time limit"
                 break
-    except Exception as e:                      # a failed request is recorded, never retried
+    except Exception as e:  # a failed request is recorded, never retried
         rec["error"] = f"{type(e).__name__}: {e}"
     return rec
 
@@ -107,8 +114,10 @@ def poisson_load(url, prompts, rate, n_requests, max_tokens, seed=0, time_limit=
     for th in threads:
         th.join(max(0.0, deadline - time.perf_counter()) + 5.0)
     client.close()
-    return [r if r is not None else _record(float(offsets[i]), "no answer within the load's time limit")
-            for i, r in enumerate(records)]
+    return [
+        r if r is not None else _record(float(offsets[i]), "no answer within the load's time limit")
+        for i, r in enumerate(records)
+    ]
 
 
 def service_rate(burst_seconds, slots):
@@ -189,7 +198,9 @@ def busy_costs(url, prompts, busy_levels, bursts, max_tokens, time_limit=60.0):
         tpot, ttft, latency = [], [], []
         for j in range(bursts):
             batch = [prompts[(j * B + i) % len(prompts)] for i in range(B)]
-            recs = poisson_load(url, batch, rate=1e6, n_requests=B, max_tokens=max_tokens, seed=0, time_limit=time_limit)
+            recs = poisson_load(
+                url, batch, rate=1e6, n_requests=B, max_tokens=max_tokens, seed=0, time_limit=time_limit
+            )
             done = [(r["sent"], d) for r in recs if (d := _decoded(r)) is not None]
             failed += len(recs) - len(done)
             tpot += [(last - first) / (n - 1) for _, (first, last, n) in done]
@@ -198,15 +209,22 @@ def busy_costs(url, prompts, busy_levels, bursts, max_tokens, time_limit=60.0):
                 latency.append(statistics.median(last - sent for sent, (_, last, _) in done))
         if not tpot:
             raise RuntimeError(f"no request finished with {B} slots busy ({failed} failed)")
-        out[B] = {"tpot": statistics.median(tpot), "ttft": statistics.median(ttft), "latency": statistics.median(latency)}
+        out[B] = {
+            "tpot": statistics.median(tpot),
+            "ttft": statistics.median(ttft),
+            "latency": statistics.median(latency),
+        }
     return out, failed
 
 
 def server_tpot(records):
     """Each finished request's TPOT on the server's own clock (llama-server's timings: predicted_ms from its first
     generated token to its last, over predicted_n - 1), HTTP and streaming left out."""
-    return [r["server"]["predicted_ms"] / 1e3 / (r["server"]["predicted_n"] - 1) for r in records
-            if r.get("error") is None and r.get("server", {}).get("predicted_n", 0) >= 2]
+    return [
+        r["server"]["predicted_ms"] / 1e3 / (r["server"]["predicted_n"] - 1)
+        for r in records
+        if r.get("error") is None and r.get("server", {}).get("predicted_n", 0) >= 2
+    ]
 
 
 def simulate_slots(arrivals, output_tokens, slots, tpot_by_busy, first_token_s):
@@ -221,7 +239,10 @@ def simulate_slots(arrivals, output_tokens, slots, tpot_by_busy, first_token_s):
     measured time from admission to the first token.
     """
     busy_points = sorted(tpot_by_busy)
-    per_token = lambda busy: float(np.interp(busy, busy_points, [tpot_by_busy[b] for b in busy_points]))
+
+    def per_token(busy):
+        return float(np.interp(busy, busy_points, [tpot_by_busy[b] for b in busy_points]))
+
     n = len(arrivals)
     first, finish, left = np.full(n, np.nan), np.full(n, np.nan), {}
     t, nxt, queue = 0.0, 0, []
@@ -234,15 +255,19 @@ def simulate_slots(arrivals, output_tokens, slots, tpot_by_busy, first_token_s):
             continue
         admitted = [queue.pop(0) for _ in range(min(len(queue), slots - len(left)))]
         if admitted:
-            t += first_token_s                      # the new prompts' prefill: nobody decodes meanwhile
+            t += first_token_s  # the new prompts' prefill: nobody decodes meanwhile
             for i in admitted:
                 first[i], left[i] = t, output_tokens[i] - 1
             continue
-        t += per_token(len(left))                   # one token for every busy slot
+        t += per_token(len(left))  # one token for every busy slot
         for i in list(left):
             left[i] -= 1
             if left[i] == 0:
                 finish[i] = t
                 del left[i]
-    return {"arrival": list(arrivals), "first_token": list(first), "finish": list(finish),
-            "output_tokens": list(output_tokens)}
+    return {
+        "arrival": list(arrivals),
+        "first_token": list(first),
+        "finish": list(finish),
+        "output_tokens": list(output_tokens),
+    }

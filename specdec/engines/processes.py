@@ -5,6 +5,7 @@ group, never left behind.
 started it is killed outright; ``end(proc)`` ends its whole group (SIGTERM, then SIGKILL after a grace period);
 an ``atexit`` hook ends every one still running when Python exits.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -62,7 +63,7 @@ def engine_pids() -> list:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) in groups:                   # the process group id
+        if int(fields[2]) in groups:  # the process group id
             pids.append(int(entry))
     return pids
 

@@ -21,6 +21,7 @@ standard output:
 
 Imports vLLM and the standard library only. specdec/engines/vllm_client.py drives it from the notebook.
 """
+
 from __future__ import annotations
 
 import gc
@@ -39,7 +40,7 @@ def metrics_text():
 
 class Worker:
     def __init__(self):
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")      # one process: nothing left behind
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # one process: nothing left behind
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         import torch
         import vllm
@@ -57,12 +58,25 @@ class Worker:
                 spec["num_speculative_tokens_per_batch_size"] = [tuple(int(x) for x in e) for e in req["schedule"]]
         t0 = time.perf_counter()
         self.engines[req["name"]] = LLM(
-            model=req["target"], tokenizer=req["target"], dtype=req.get("dtype", "float32"), enforce_eager=True,
-            max_model_len=int(req.get("max_model_len", 512)), max_num_seqs=int(req["max_num_seqs"]),
-            speculative_config=spec, seed=0, disable_log_stats=False, enable_prefix_caching=False,
-            kv_cache_memory_bytes=int(req.get("kv_cache_bytes", 128 << 20)))
-        return {"startup_s": time.perf_counter() - t0, "vllm": self.vllm.__version__, "torch": self.torch.__version__,
-                "threads": self.torch.get_num_threads(), "spec": spec}
+            model=req["target"],
+            tokenizer=req["target"],
+            dtype=req.get("dtype", "float32"),
+            enforce_eager=True,
+            max_model_len=int(req.get("max_model_len", 512)),
+            max_num_seqs=int(req["max_num_seqs"]),
+            speculative_config=spec,
+            seed=0,
+            disable_log_stats=False,
+            enable_prefix_caching=False,
+            kv_cache_memory_bytes=int(req.get("kv_cache_bytes", 128 << 20)),
+        )
+        return {
+            "startup_s": time.perf_counter() - t0,
+            "vllm": self.vllm.__version__,
+            "torch": self.torch.__version__,
+            "threads": self.torch.get_num_threads(),
+            "spec": spec,
+        }
 
     def sweep(self, req):
         """Every engine named in req["engines"] at every batch, the engines taking turns within each repeat."""
@@ -72,7 +86,7 @@ class Worker:
         prompts = [{"prompt_token_ids": [int(t) for t in p]} for p in req["prompts"]]
         names = list(req["engines"])
         for name in names:
-            self.engines[name].generate(prompts[:1], params, use_tqdm=False)          # warm-up
+            self.engines[name].generate(prompts[:1], params, use_tqdm=False)  # warm-up
         out = {name: {} for name in names}
         one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
         prefill = bool(req.get("prefill", False))
@@ -107,7 +121,7 @@ class Worker:
 
 def main():
     reply = sys.stdout
-    sys.stdout = sys.stderr                      # vLLM's own prints must not mix with the answers
+    sys.stdout = sys.stderr  # vLLM's own prints must not mix with the answers
     worker = Worker()
     print(json.dumps({"ready": True}), file=reply, flush=True)
     for line in sys.stdin:
@@ -116,11 +130,11 @@ def main():
             break
         try:
             ans = {"ok": getattr(worker, req["op"])(req)}
-        except Exception as e:                   # the notebook shows it in one line
+        except Exception as e:  # the notebook shows it in one line
             ans = {"error": f"{type(e).__name__}: {e}"}
         print(json.dumps(ans), file=reply, flush=True)
     sys.stderr.flush()
-    os._exit(0)             # vLLM's own teardown takes seconds and holds nothing this worker needs to keep
+    os._exit(0)  # vLLM's own teardown takes seconds and holds nothing this worker needs to keep
 
 
 if __name__ == "__main__":

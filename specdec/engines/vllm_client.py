@@ -6,6 +6,7 @@ included) ends the whole group; an ``atexit`` hook ends any still running when P
 SIGTERM if the Python that started it is killed outright. A worker that fails gives one RuntimeError with the end
 of its log, never a hang.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,10 @@ import select
 import subprocess
 import tempfile
 import time
-from pathlib import Path
-
-from specdec.engines.install import status, vllm_python
-from specdec.engines.processes import end, log_tail, start
 
 from specdec import REPO
+from specdec.engines.install import status, vllm_python
+from specdec.engines.processes import end, log_tail, start
 
 
 class VllmWorker:
@@ -34,13 +33,30 @@ class VllmWorker:
 
     def __enter__(self):
         if not status()["vllm"]:
-            raise FileNotFoundError(f"vLLM's environment is missing ({vllm_python().parent.parent}): run `make engines`")
+            raise FileNotFoundError(
+                f"vLLM's environment is missing ({vllm_python().parent.parent}): run `make engines`"
+            )
         fd, self.log_path = tempfile.mkstemp(prefix="vllm-worker-", suffix=".log")
-        env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS=str(self.threads), TQDM_DISABLE="1",
-                   VLLM_LOGGING_LEVEL="WARNING", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE="1")
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(REPO),
+            OMP_NUM_THREADS=str(self.threads),
+            TQDM_DISABLE="1",
+            VLLM_LOGGING_LEVEL="WARNING",
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+            HF_HUB_OFFLINE="1",
+        )
         with os.fdopen(fd, "w") as log:
-            self.proc = start([str(vllm_python()), "-m", "specdec.engines.vllm_bench"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=str(REPO))
+            self.proc = start(
+                [str(vllm_python()), "-m", "specdec.engines.vllm_bench"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=env,
+                cwd=str(REPO),
+            )
         try:
             self._read(self.start_timeout)
         except BaseException:
@@ -70,19 +86,41 @@ class VllmWorker:
         return answer["ok"]
 
     def engine(self, name, target, draft=None, k=3, schedule=None, max_num_seqs=16, **extra):
-        """Build an engine kept under `name` (see specdec/engines/vllm_bench.py); returns its start-up seconds and versions."""
-        return self.ask({"op": "engine", "name": name, "target": str(target), "draft": draft and str(draft),
-                         "k": int(k), "schedule": schedule, "max_num_seqs": int(max_num_seqs), "threads": self.threads,
-                         **extra})
+        """Build an engine kept under `name` (see specdec/engines/vllm_bench.py); returns its start-up seconds and
+        versions."""
+        return self.ask(
+            {
+                "op": "engine",
+                "name": name,
+                "target": str(target),
+                "draft": draft and str(draft),
+                "k": int(k),
+                "schedule": schedule,
+                "max_num_seqs": int(max_num_seqs),
+                "threads": self.threads,
+                **extra,
+            }
+        )
 
     def sweep(self, engines, prompts, batches, new_tokens, repeats=1, timeout=300.0, prefill=False):
         """{engine: {str(B): {"seconds", "tokens", "metrics_before", "metrics_after"}}}, the engines interleaved;
         with `prefill`, also "prefill_seconds": each repeat's one-token generation of the same batch (see
-        specdec/engines/vllm_bench.py). Each run's repeats are told to an open Steadiness block (specdec.measure.timing.note_spread)."""
+        specdec/engines/vllm_bench.py). Each run's repeats are told to an open Steadiness block
+        (specdec.measure.timing.note_spread)."""
         from specdec.measure.timing import note_spread
-        out = self.ask({"op": "sweep", "engines": list(engines), "prompts": [[int(t) for t in p] for p in prompts],
-                        "batches": [int(b) for b in batches], "new_tokens": int(new_tokens),
-                        "repeats": int(repeats), "prefill": bool(prefill)}, timeout)
+
+        out = self.ask(
+            {
+                "op": "sweep",
+                "engines": list(engines),
+                "prompts": [[int(t) for t in p] for p in prompts],
+                "batches": [int(b) for b in batches],
+                "new_tokens": int(new_tokens),
+                "repeats": int(repeats),
+                "prefill": bool(prefill),
+            },
+            timeout,
+        )
         for runs in out.values():
             for run in runs.values():
                 note_spread(run["seconds"])
@@ -119,7 +157,9 @@ def repeat_decode_seconds(run, new_tokens):
     (new_tokens - 1)]. The spread of these is the noise of a decode-only time; whole-run seconds understate it,
     since taking the prefill away leaves the same absolute noise on a smaller number."""
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 2:
-        raise ValueError(f"new_tokens must be an integer >= 2 to leave a decoded token after the first, got {new_tokens!r}")
+        raise ValueError(
+            f"new_tokens must be an integer >= 2 to leave a decoded token after the first, got {new_tokens!r}"
+        )
     if not run.get("prefill_seconds"):
         raise ValueError("run has no prefill_seconds: sweep it with prefill=True")
     if len(run["prefill_seconds"]) != len(run["seconds"]):
@@ -141,9 +181,11 @@ def decode_seconds(run, new_tokens):
     value = (statistics.median(run["seconds"]) - statistics.median(run["prefill_seconds"])) / (new_tokens - 1)
     if not value > 0 or not min(per_repeat) > 0:
         raise UnusableMeasurement(
-            f"a decoded token took {value * 1e3:.2f} ms (repeats {', '.join(f'{x * 1e3:.2f}' for x in per_repeat)} ms): "
+            f"a decoded token took {value * 1e3:.2f} ms "
+            f"(repeats {', '.join(f'{x * 1e3:.2f}' for x in per_repeat)} ms): "
             f"the one-token runs ({', '.join(f'{x:.3f}' for x in run['prefill_seconds'])} s) were as slow as the "
-            f"{new_tokens}-token ones ({', '.join(f'{x:.3f}' for x in run['seconds'])} s)")
+            f"{new_tokens}-token ones ({', '.join(f'{x:.3f}' for x in run['seconds'])} s)"
+        )
     return value
 
 

@@ -36,6 +36,7 @@ A run whose 1-minute load average (at its start or its end) exceeds the number o
 machine busy with other work: `write_csv` refuses to write it unless asked with `allow_busy=True`
 (`--allow-busy`), and then the file says `reliable: no (...)`. Every file written says `reliable: ...`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,16 @@ from specdec.tables import load_model_configs
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Hugging Face config keys that shape a Llama decoder layer; everything else keeps LlamaConfig's default
-SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-              "num_key_value_heads", "head_dim", "vocab_size", "tie_word_embeddings")
+SHAPE_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+)
 
 # the slice never looks up token ids (it is fed embeddings), so its own embedding table is tiny
 SLICE_VOCAB = 16
@@ -69,14 +78,30 @@ SLICE_VOCAB = 16
 # and tiling is far faster than drawing hundreds of millions of random numbers
 _BLOCK_ELEMS = 1 << 20
 
-COLUMNS = ("batch", "width", "kind", "context", "slice_seconds", "slice_seconds_min", "head_seconds",
-           "full_seconds", "slice_weight_bytes", "slice_kv_bytes", "slice_flops", "full_weight_bytes",
-           "full_kv_bytes", "full_flops", "full_bytes", "achieved_bandwidth_bytes_per_s",
-           "achieved_flops_per_s")
+COLUMNS = (
+    "batch",
+    "width",
+    "kind",
+    "context",
+    "slice_seconds",
+    "slice_seconds_min",
+    "head_seconds",
+    "full_seconds",
+    "slice_weight_bytes",
+    "slice_kv_bytes",
+    "slice_flops",
+    "full_weight_bytes",
+    "full_kv_bytes",
+    "full_flops",
+    "full_bytes",
+    "achieved_bandwidth_bytes_per_s",
+    "achieved_flops_per_s",
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # building the slice
+
 
 def resolve_device(device=None):
     """'cuda' when a CUDA GPU is there and no device was asked for, else 'cpu'; checks the request."""
@@ -117,8 +142,12 @@ def slice_config(cfg, layers, max_positions=8192):
     if not (isinstance(layers, int) and 1 <= layers <= cfg["num_hidden_layers"]):
         raise ValueError(f"layers must be an int in 1..{cfg['num_hidden_layers']} (the model's layers), got {layers!r}")
     shape = {key: cfg[key] for key in SHAPE_KEYS if key in cfg}
-    shape.update(num_hidden_layers=layers, vocab_size=SLICE_VOCAB, tie_word_embeddings=False,
-                 max_position_embeddings=max(max_positions, 8192))
+    shape.update(
+        num_hidden_layers=layers,
+        vocab_size=SLICE_VOCAB,
+        tie_word_embeddings=False,
+        max_position_embeddings=max(max_positions, 8192),
+    )
     return LlamaConfig(**shape, attn_implementation="sdpa")
 
 
@@ -144,26 +173,27 @@ def build_slice(cfg, layers=1, dtype=torch.float32, device="cpu", seed=0, max_po
     from transformers.models.llama.modeling_llama import LlamaModel, LlamaRotaryEmbedding
 
     config = slice_config(cfg, layers, max_positions)
-    with torch.device("meta"):                       # no memory, no slow default initialisation
+    with torch.device("meta"):  # no memory, no slow default initialisation
         model = LlamaModel(config)
     model = model.to(dtype).to_empty(device=device)  # allocate once, directly in the dtype asked for
     block = _random_block(dtype, device, seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if param.dim() == 1:                     # RMSNorm weights
+            if param.dim() == 1:  # RMSNorm weights
                 param.fill_(1.0)
             else:
                 _fill_(param, block)
-    model.rotary_emb = LlamaRotaryEmbedding(config=config).to(device)   # its buffers were left empty
+    model.rotary_emb = LlamaRotaryEmbedding(config=config).to(device)  # its buffers were left empty
     return model.eval()
 
 
 # ----------------------------------------------------------------------------------------------
 # counting bytes and FLOPs from the built modules
 
+
 def _attention_widths(model):
     attn = model.layers[0].self_attn
-    return attn.q_proj.out_features, attn.k_proj.out_features    # heads*head_dim, kv_heads*head_dim
+    return attn.q_proj.out_features, attn.k_proj.out_features  # heads*head_dim, kv_heads*head_dim
 
 
 def slice_counts(model, batch, width, context):
@@ -189,8 +219,10 @@ def slice_counts(model, batch, width, context):
 
 def head_counts(hidden_size, vocab_size, batch, width, elem_bytes):
     """Bytes and FLOPs of the LM head over batch*width tokens (logits for every verified position)."""
-    return {"weight_bytes": hidden_size * vocab_size * elem_bytes,
-            "flops": 2 * hidden_size * vocab_size * batch * width}
+    return {
+        "weight_bytes": hidden_size * vocab_size * elem_bytes,
+        "flops": 2 * hidden_size * vocab_size * batch * width,
+    }
 
 
 def scale_to_full(slice_seconds, layers_timed, num_hidden_layers, head_seconds=0.0):
@@ -206,6 +238,7 @@ def scale_to_full(slice_seconds, layers_timed, num_hidden_layers, head_seconds=0
 
 # ----------------------------------------------------------------------------------------------
 # timing
+
 
 def _samples(fn, repeats, warmup, device):
     for _ in range(warmup):
@@ -238,12 +271,12 @@ def slice_step(model, batch, width, context, block=None):
     with torch.inference_mode():
         cache = filled_cache(model, batch, width, context, block)
         x = _fill_(torch.empty(batch, width, model.config.hidden_size, dtype=param.dtype, device=device), block)
-        positions = torch.arange(context, context + width, device=device).unsqueeze(0)   # (1, width)
+        positions = torch.arange(context, context + width, device=device).unsqueeze(0)  # (1, width)
 
     def step():
         with torch.inference_mode():
-            model(inputs_embeds=x, position_ids=positions, cache=cache, use_cache=True)   # (B, width, hidden)
-            cache.crop(-width)                    # drop the new tokens again: the next call sees `context`
+            model(inputs_embeds=x, position_ids=positions, cache=cache, use_cache=True)  # (B, width, hidden)
+            cache.crop(-width)  # drop the new tokens again: the next call sees `context`
 
     step.cache = cache
     return step
@@ -262,8 +295,9 @@ def time_slice(model, batch, width, context, repeats=5, warmup=2, block=None):
     return samples
 
 
-def time_head(hidden_size, vocab_size, batch, width, dtype, device, fraction=1.0, repeats=5, warmup=2,
-              block=None, weight=None):
+def time_head(
+    hidden_size, vocab_size, batch, width, dtype, device, fraction=1.0, repeats=5, warmup=2, block=None, weight=None
+):
     """Seconds of the LM head matmul for batch*width tokens, timed on `fraction` of the vocabulary
     columns and divided by `fraction`. Returns (median seconds scaled to the full vocabulary, weight)."""
     if not 0 < fraction <= 1:
@@ -274,12 +308,13 @@ def time_head(hidden_size, vocab_size, batch, width, dtype, device, fraction=1.0
         weight = _fill_(torch.empty(columns, hidden_size, dtype=dtype, device=device), block)
     x = _fill_(torch.empty(batch * width, hidden_size, dtype=dtype, device=device), block)
     with torch.inference_mode():
-        samples = _samples(lambda: F.linear(x, weight), repeats, warmup, str(device))   # (B*width, columns)
+        samples = _samples(lambda: F.linear(x, weight), repeats, warmup, str(device))  # (B*width, columns)
     return statistics.median(samples) * vocab_size / weight.shape[0], weight
 
 
 # ----------------------------------------------------------------------------------------------
 # calibration: what this device can do, measured the way notebook 01 does it
+
 
 def measure_bandwidth(device="cpu", nbytes=None, repeats=7):
     """Bytes/s of a large tensor copy (a copy reads and writes every byte): 256 MiB on CPU, 1 GiB on GPU."""
@@ -301,6 +336,7 @@ def measure_matmul_flops(device="cpu", dtype=torch.float32, n=None, repeats=5):
 
 # ----------------------------------------------------------------------------------------------
 # provenance
+
 
 def device_name(device):
     if str(device).startswith("cuda"):
@@ -330,7 +366,8 @@ def provenance(device, dtype, argv=None):
         "host_cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "command": "python -m specdec.measure.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+        "command": "python -m specdec.measure.bench "
+        + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
     }
     if str(device).startswith("cuda"):
         meta["cuda_version"] = torch.version.cuda
@@ -342,8 +379,25 @@ def provenance(device, dtype, argv=None):
 # ----------------------------------------------------------------------------------------------
 # the grid
 
-def run(cfg, model_name, layers=1, dtype=None, device=None, batches=(1,), widths=(1, 5), context=1024,
-        repeats=5, warmup=2, head_fraction=None, calibrate=True, note="", argv=None, progress=True, threads=None):
+
+def run(
+    cfg,
+    model_name,
+    layers=1,
+    dtype=None,
+    device=None,
+    batches=(1,),
+    widths=(1, 5),
+    context=1024,
+    repeats=5,
+    warmup=2,
+    head_fraction=None,
+    calibrate=True,
+    note="",
+    argv=None,
+    progress=True,
+    threads=None,
+):
     """Time the slice over batches × widths; returns (meta dict, list of row dicts).
 
     cfg: Hugging Face config dict of the full model (its num_hidden_layers is what we scale to).
@@ -356,14 +410,44 @@ def run(cfg, model_name, layers=1, dtype=None, device=None, batches=(1,), widths
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(cfg, model_name, layers, dtype, device, batches, widths, context, repeats, warmup,
-                    head_fraction, calibrate, note, argv, progress)
+        return _run(
+            cfg,
+            model_name,
+            layers,
+            dtype,
+            device,
+            batches,
+            widths,
+            context,
+            repeats,
+            warmup,
+            head_fraction,
+            calibrate,
+            note,
+            argv,
+            progress,
+        )
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repeats, warmup, head_fraction,
-         calibrate, note, argv, progress):
+def _run(
+    cfg,
+    model_name,
+    layers,
+    dtype,
+    device,
+    batches,
+    widths,
+    context,
+    repeats,
+    warmup,
+    head_fraction,
+    calibrate,
+    note,
+    argv,
+    progress,
+):
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     batches, widths = [int(b) for b in batches], [int(w) for w in widths]
@@ -382,14 +466,22 @@ def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repea
 
     t_start = time.perf_counter()
     meta = provenance(device, dtype, argv)
-    meta.update(model=model_name, model_config=json.dumps({k: cfg[k] for k in SHAPE_KEYS if k in cfg}),
-                layers_timed=layers, num_hidden_layers=cfg["num_hidden_layers"], context=context,
-                repeats=repeats, warmup=warmup, head_fraction=head_fraction,
-                attention="sdpa, transformers StaticCache", weights="random (uniform block, tiled)",
-                scaling="full_seconds = num_hidden_layers / layers_timed * slice_seconds + head_seconds; "
-                        "head_seconds = LM head matmul timed on head_fraction of the vocabulary / head_fraction; "
-                        "embedding lookup not timed",
-                note=note)
+    meta.update(
+        model=model_name,
+        model_config=json.dumps({k: cfg[k] for k in SHAPE_KEYS if k in cfg}),
+        layers_timed=layers,
+        num_hidden_layers=cfg["num_hidden_layers"],
+        context=context,
+        repeats=repeats,
+        warmup=warmup,
+        head_fraction=head_fraction,
+        attention="sdpa, transformers StaticCache",
+        weights="random (uniform block, tiled)",
+        scaling="full_seconds = num_hidden_layers / layers_timed * slice_seconds + head_seconds; "
+        "head_seconds = LM head matmul timed on head_fraction of the vocabulary / head_fraction; "
+        "embedding lookup not timed",
+        note=note,
+    )
     if calibrate:
         meta["measured_bandwidth_bytes_per_s"] = f"{measure_bandwidth(device):.4g}"
         meta["measured_flops_per_s"] = f"{measure_matmul_flops(device, dtype):.4g}"
@@ -403,12 +495,14 @@ def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repea
     bar = grid
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(grid, desc=f"{model_name} x{layers} layer(s) on {device}", leave=False)
     rows = []
     for batch, width in bar:
         samples = time_slice(model, batch, width, context, repeats, warmup, block)
-        head_s, head_weight = time_head(hidden, vocab, batch, width, dtype, device, head_fraction,
-                                        repeats, warmup, block, head_weight)
+        head_s, head_weight = time_head(
+            hidden, vocab, batch, width, dtype, device, head_fraction, repeats, warmup, block, head_weight
+        )
         sl = slice_counts(model, batch, width, context)
         head = head_counts(hidden, vocab, batch, width, elem)
         scale = cfg["num_hidden_layers"] / layers
@@ -418,15 +512,27 @@ def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repea
         full_flops = scale * sl["flops"] + head["flops"]
         slice_s = statistics.median(samples)
         full_s = scale_to_full(slice_s, layers, cfg["num_hidden_layers"], head_s)
-        rows.append({
-            "batch": batch, "width": width, "kind": "decode" if width == 1 else "verify", "context": context,
-            "slice_seconds": slice_s, "slice_seconds_min": min(samples), "head_seconds": head_s,
-            "full_seconds": full_s, "slice_weight_bytes": sl["weight_bytes"], "slice_kv_bytes": sl["kv_bytes"],
-            "slice_flops": sl["flops"], "full_weight_bytes": round(full_weight), "full_kv_bytes": round(full_kv),
-            "full_flops": round(full_flops), "full_bytes": round(full_weight + full_kv),
-            "achieved_bandwidth_bytes_per_s": (full_weight + full_kv) / full_s,
-            "achieved_flops_per_s": full_flops / full_s,
-        })
+        rows.append(
+            {
+                "batch": batch,
+                "width": width,
+                "kind": "decode" if width == 1 else "verify",
+                "context": context,
+                "slice_seconds": slice_s,
+                "slice_seconds_min": min(samples),
+                "head_seconds": head_s,
+                "full_seconds": full_s,
+                "slice_weight_bytes": sl["weight_bytes"],
+                "slice_kv_bytes": sl["kv_bytes"],
+                "slice_flops": sl["flops"],
+                "full_weight_bytes": round(full_weight),
+                "full_kv_bytes": round(full_kv),
+                "full_flops": round(full_flops),
+                "full_bytes": round(full_weight + full_kv),
+                "achieved_bandwidth_bytes_per_s": (full_weight + full_kv) / full_s,
+                "achieved_flops_per_s": full_flops / full_s,
+            }
+        )
     if hasattr(os, "getloadavg"):
         meta["load_average_1min_end"] = round(os.getloadavg()[0], 2)
     meta["elapsed_seconds"] = round(time.perf_counter() - t_start, 1)
@@ -435,6 +541,7 @@ def _run(cfg, model_name, layers, dtype, device, batches, widths, context, repea
 
 # ----------------------------------------------------------------------------------------------
 # CSV with provenance
+
 
 class BusyMachineError(RuntimeError):
     """The machine was busy with other work during the run: its timings measure the contention."""
@@ -464,8 +571,10 @@ def write_csv(path, meta, rows, allow_busy=False):
     """
     reliable, reason = load_verdict(meta)
     if not reliable and not allow_busy:
-        raise BusyMachineError(f"not writing {path}: {reason}. Re-run on a quiet machine, or pass "
-                               f"allow_busy=True (--allow-busy) to keep it marked as unreliable.")
+        raise BusyMachineError(
+            f"not writing {path}: {reason}. Re-run on a quiet machine, or pass "
+            f"allow_busy=True (--allow-busy) to keep it marked as unreliable."
+        )
     meta = {**meta, "reliable": f"{'yes' if reliable else 'no'} ({reason})"}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -506,35 +615,61 @@ def read_timings(path):
 # ----------------------------------------------------------------------------------------------
 # command line
 
+
 def parse_args(argv=None):
     models = sorted(load_model_configs())
-    p = argparse.ArgumentParser(prog="python -m specdec.measure.bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="Llama-3.1-8B",
-                   help=f"a model of data/model_configs.json ({', '.join(models)}); default Llama-3.1-8B")
-    p.add_argument("--config", default=None,
-                   help="a JSON file of Hugging Face config keys to use instead of --model (e.g. a tiny test shape)")
+    p = argparse.ArgumentParser(
+        prog="python -m specdec.measure.bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--model",
+        default="Llama-3.1-8B",
+        help=f"a model of data/model_configs.json ({', '.join(models)}); default Llama-3.1-8B",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="a JSON file of Hugging Face config keys to use instead of --model (e.g. a tiny test shape)",
+    )
     p.add_argument("--layers", type=int, default=1, help="decoder layers to build and time (default 1)")
-    p.add_argument("--dtype", default=None, choices=sorted(DTYPES),
-                   help="default bfloat16 on GPU, float32 on CPU")
+    p.add_argument("--dtype", default=None, choices=sorted(DTYPES), help="default bfloat16 on GPU, float32 on CPU")
     p.add_argument("--device", default=None, help="cpu or cuda[:n]; default cuda if available")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16], help="batch sizes B (default 1 4 16)")
-    p.add_argument("--widths", type=int, nargs="+", default=[1, 2, 5, 8],
-                   help="new tokens per sequence: 1 = decode, k+1 = verify (default 1 2 5 8)")
+    p.add_argument(
+        "--widths",
+        type=int,
+        nargs="+",
+        default=[1, 2, 5, 8],
+        help="new tokens per sequence: 1 = decode, k+1 = verify (default 1 2 5 8)",
+    )
     p.add_argument("--context", type=int, default=1024, help="tokens already in the KV cache (default 1024)")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per point, median kept (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
-    p.add_argument("--head-fraction", type=float, default=None,
-                   help="share of the vocabulary timed for the LM head (default 1 on GPU, 0.125 on CPU)")
-    p.add_argument("--no-calibrate", action="store_true",
-                   help="skip measuring the device's copy bandwidth and matmul FLOP/s")
-    p.add_argument("--threads", type=int, default=None,
-                   help="CPU threads for torch (default: torch's own choice); 1 gives steadier timings on a busy machine")
+    p.add_argument(
+        "--head-fraction",
+        type=float,
+        default=None,
+        help="share of the vocabulary timed for the LM head (default 1 on GPU, 0.125 on CPU)",
+    )
+    p.add_argument(
+        "--no-calibrate", action="store_true", help="skip measuring the device's copy bandwidth and matmul FLOP/s"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's own choice); 1 gives steadier timings on a busy machine",
+    )
     p.add_argument("--note", default="", help="free text stored with the results (e.g. 'shared machine, busy')")
     p.add_argument("--out", default=None, help="CSV to write; without it the rows are printed")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--allow-busy", action="store_true",
-                   help="write the CSV even when the load average exceeded the core count (marked reliable: no)")
+    p.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="write the CSV even when the load average exceeded the core count (marked reliable: no)",
+    )
     return p.parse_args(argv)
 
 
@@ -548,15 +683,30 @@ def main(argv=None):
         if args.model not in configs:
             raise SystemExit(f"--model must be one of {sorted(configs)}, got {args.model!r}")
         cfg, name = configs[args.model], args.model
-    meta, rows = run(cfg, name, layers=args.layers, dtype=args.dtype, device=args.device, batches=args.batches,
-                     widths=args.widths, context=args.context, repeats=args.repeats, warmup=args.warmup,
-                     head_fraction=args.head_fraction, calibrate=not args.no_calibrate, note=args.note,
-                     argv=argv if argv is not None else sys.argv[1:], progress=not args.quiet,
-                     threads=args.threads)
+    meta, rows = run(
+        cfg,
+        name,
+        layers=args.layers,
+        dtype=args.dtype,
+        device=args.device,
+        batches=args.batches,
+        widths=args.widths,
+        context=args.context,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        head_fraction=args.head_fraction,
+        calibrate=not args.no_calibrate,
+        note=args.note,
+        argv=argv if argv is not None else sys.argv[1:],
+        progress=not args.quiet,
+        threads=args.threads,
+    )
     for row in rows:
-        print(f"{name} B={row['batch']:3d} width={row['width']:3d}: slice {row['slice_seconds'] * 1e3:9.2f} ms, "
-              f"full model {row['full_seconds'] * 1e3:9.1f} ms, "
-              f"{row['achieved_bandwidth_bytes_per_s'] / 1e9:8.1f} GB/s achieved")
+        print(
+            f"{name} B={row['batch']:3d} width={row['width']:3d}: slice {row['slice_seconds'] * 1e3:9.2f} ms, "
+            f"full model {row['full_seconds'] * 1e3:9.1f} ms, "
+            f"{row['achieved_bandwidth_bytes_per_s'] / 1e9:8.1f} GB/s achieved"
+        )
     if args.out:
         try:
             print("wrote", write_csv(args.out, meta, rows, allow_busy=args.allow_busy))

@@ -11,13 +11,13 @@ run it on a quiet machine (no other work on the cores) and read the ratios. Abou
 --avx2 caps an AVX-512 machine to AVX2 behaviour (ONEDNN_MAX_CPU_ISA, MKL_ENABLE_INSTRUCTIONS, ATEN_CPU_CAPABILITY,
 set for the notebook's kernel before torch loads there), to see what a learner's laptop without AVX-512 sees.
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 from specdec import REPO
 
@@ -30,8 +30,11 @@ def main(argv=None) -> int:
     import transformers
     from nbclient import NotebookClient
 
-    p = argparse.ArgumentParser(prog="python -m specdec.measure.cpu_speedup", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m specdec.measure.cpu_speedup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--quick", action="store_true", help="the notebook's quick mode (smaller sweeps, about 1 minute)")
     p.add_argument("--avx2", action="store_true", help="cap the CPU to AVX2 kernels for the run (see above)")
     args = p.parse_args(argv)
@@ -44,9 +47,12 @@ def main(argv=None) -> int:
     nb = nbformat.read(str(path), as_version=4)
     os.environ["SPECDEC_QUICK"] = "1" if args.quick else "0"
     os.environ["SPECDEC_BENCH"] = "1"
-    print(f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu_name()}, {os.cpu_count()} logical CPUs, torch's kernels "
-          f"{native}" + (" capped to AVX2" if args.avx2 else "") + f"; torch {torch.__version__}, transformers "
-          f"{transformers.__version__}; 2 threads, the kernel path the notebook chooses; {'quick' if args.quick else 'full'} mode")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu_name()}, {os.cpu_count()} logical CPUs, torch's kernels "
+        f"{native}" + (" capped to AVX2" if args.avx2 else "") + f"; torch {torch.__version__}, transformers "
+        f"{transformers.__version__}; 2 threads, the kernel path the notebook chooses; "
+        f"{'quick' if args.quick else 'full'} mode"
+    )
     t0 = time.perf_counter()
     NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     for cell in nb.cells:

@@ -17,6 +17,7 @@ kernels, and interpolated linearly in M between them. None of these is a specula
 A static batch runs until its slowest sequence has all its tokens. `expected_batch_rounds` takes the rounds each
 sequence needed in an acceptance run (measured, per sequence) and returns the expected maximum over B of them.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -44,6 +45,7 @@ class CpuStepModel:
     timed whole.  lm_head: seconds per grid point.  layers: decoder layers.  rest_at: {M: seconds} of everything
     else a forward does, at the anchors.
     """
+
     name: str
     layers: int
     grid: list
@@ -59,9 +61,11 @@ class CpuStepModel:
         """{"gemm", "activation", "lm_head"}: the measured kernel terms of one forward over m tokens, seconds."""
         gemm = {key: self._curve(values, m) for key, values in self.gemm.items()}
         mlp_gemms = gemm["gate"] + gemm["up"] + gemm["down"]
-        return {"gemm": self.layers * sum(gemm.values()),
-                "activation": self.layers * max(0.0, self._curve(self.mlp, m) - mlp_gemms),
-                "lm_head": self._curve(self.lm_head, m)}
+        return {
+            "gemm": self.layers * sum(gemm.values()),
+            "activation": self.layers * max(0.0, self._curve(self.mlp, m) - mlp_gemms),
+            "lm_head": self._curve(self.lm_head, m),
+        }
 
     def rest(self, m):
         anchors = sorted(self.rest_at)
@@ -90,7 +94,7 @@ def rounds_per_sequence(per_round, max_new_tokens):
     A round emits accepted + 1 tokens per sequence. Returns a list of B ints; ValueError if a sequence never got
     there (the run was too short).
     """
-    n = np.stack([np.asarray(r) for r in per_round]).astype(int)        # (rounds, B)
+    n = np.stack([np.asarray(r) for r in per_round]).astype(int)  # (rounds, B)
     done = np.cumsum(n + 1, axis=0) >= max_new_tokens
     if not done[-1].all():
         raise ValueError("per_round: some sequence did not reach max_new_tokens in this run")
@@ -105,7 +109,7 @@ def expected_batch_rounds(rounds, batch):
     values = np.array(sorted(set(rounds)))
     cdf = np.array([np.mean(np.asarray(rounds) <= v) for v in values])
     below = np.concatenate([[0.0], cdf[:-1]])
-    return float(np.sum(values * (cdf ** batch - below ** batch)))
+    return float(np.sum(values * (cdf**batch - below**batch)))
 
 
 def _layer_modules(model):
@@ -116,8 +120,15 @@ def _layer_modules(model):
         lm = lm.model
     layer = lm.model.layers[0]
     attn, mlp = layer.self_attn, layer.mlp
-    gemms = {"q": attn.q_proj, "k": attn.k_proj, "v": attn.v_proj, "o": attn.o_proj,
-             "gate": mlp.gate_proj, "up": mlp.up_proj, "down": mlp.down_proj}
+    gemms = {
+        "q": attn.q_proj,
+        "k": attn.k_proj,
+        "v": attn.v_proj,
+        "o": attn.o_proj,
+        "gate": mlp.gate_proj,
+        "up": mlp.up_proj,
+        "down": mlp.down_proj,
+    }
     return gemms, mlp, lm.lm_head, len(lm.model.layers), lm.model.embed_tokens.weight.dtype
 
 
@@ -147,7 +158,10 @@ def measure_kernels(name, model, grid, repeats=5, threads=None, anchors=None):
             for m in sorted(set(grid) | set(anchors)):
                 x_h = torch.randn(1, m, hidden, generator=gen).to(dtype)
                 x_i = torch.randn(1, m, inter, generator=gen).to(dtype)
-                calls = {key: (lambda module=module, x=(x_i if key == "down" else x_h): module(x)) for key, module in gemms.items()}
+                calls = {
+                    key: (lambda module=module, x=(x_i if key == "down" else x_h): module(x))
+                    for key, module in gemms.items()
+                }
                 calls["mlp"], calls["lm_head"] = (lambda: mlp(x_h)), (lambda: lm_head(x_h))
                 if m in anchors:
                     calls["forward"] = anchors[m]
@@ -188,5 +202,5 @@ def measure_bandwidth_and_flops(path, width, rows=256, repeats=5):
     with torch.no_grad():
         t_vec = median_seconds(lambda: mat(x1), repeats=repeats)
         t_mat = median_seconds(lambda: mat(xr), repeats=repeats)
-    weight_bytes = weight_megabytes(mat) * 1e6                         # the bytes the path really reads
+    weight_bytes = weight_megabytes(mat) * 1e6  # the bytes the path really reads
     return weight_bytes / t_vec, rows * weight_bytes / t_mat

@@ -22,6 +22,7 @@ on a 16384 × 4096 matrix (2 threads): torchao 0.18's eager ``Int8DynamicActivat
 (AVX-512) and 10.7 ms (AVX2 cap) for one row where fbgemm took 2.2 and 1.4 ms; its weight-only config 57-75 ms.
 So the deprecated API is what works here, pinned by the pinned torch; ``path_names`` says so if it ever disappears.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -105,9 +106,10 @@ def convert(model, path: str, inplace: bool = False):
     if path == "bf16":
         return with_dtype(model, torch.bfloat16)
     with _engine(path.split("-", 1)[1]), warnings.catch_warnings():
-        warnings.simplefilter("ignore")              # torch.ao's deprecation notice (see the module text)
-        model.model.layers = torch.ao.quantization.quantize_dynamic(model.model.layers, {torch.nn.Linear},
-                                                                    dtype=torch.qint8)
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notice (see the module text)
+        model.model.layers = torch.ao.quantization.quantize_dynamic(
+            model.model.layers, {torch.nn.Linear}, dtype=torch.qint8
+        )
     return model
 
 
@@ -129,8 +131,20 @@ def weight_megabytes(model) -> float:
     return total / 1e6
 
 
-def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64, repeats=5, warmup=1,
-                  max_step=None, padded=None, progress=None, forward=None):
+def measure_paths(
+    target,
+    draft,
+    widths,
+    ks=(1, 2, 4, 8),
+    paths=None,
+    context=64,
+    repeats=5,
+    warmup=1,
+    max_step=None,
+    padded=None,
+    progress=None,
+    forward=None,
+):
     """Time every path and padded width: a decode step and a (k+1)-token verify of the padded target, and a draft step.
 
     target, draft: the fp32 pair. widths: MLP widths to pad the target to (``padded_target``). For each path
@@ -169,12 +183,21 @@ def measure_paths(target, draft, widths, ks=(1, 2, 4, 8), paths=None, context=64
         model = convert(padded(target, w), p, inplace=True)
         mb = weight_megabytes(model)
         model = wrap(model)
-        timed = interleaved_medians({kk: forward_step(model, kk + 1 if kk else 1, context) for kk in [0] + ks},
-                                    repeats=repeats, warmup=warmup)
+        timed = interleaved_medians(
+            {kk: forward_step(model, kk + 1 if kk else 1, context) for kk in [0] + ks}, repeats=repeats, warmup=warmup
+        )
         step = timed[0]
-        rows.append({"path": p, "width": w, "mb": mb, "step": step,
-                     "v": {kk: timed[kk] / step for kk in ks}, "c": draft_steps[draft_path] / step,
-                     "draft_path": draft_path})
+        rows.append(
+            {
+                "path": p,
+                "width": w,
+                "mb": mb,
+                "step": step,
+                "v": {kk: timed[kk] / step for kk in ks},
+                "c": draft_steps[draft_path] / step,
+                "draft_path": draft_path,
+            }
+        )
         del model
         if max_step is not None and step > max_step:
             too_slow.add(p)
@@ -195,12 +218,17 @@ def format_table(rows, alphas=None, predict=None, chosen=None, note=None):
     domain's best k, its predicted speedup and the tokens per second it decodes at (plain decoding's 1 ÷ step where
     no k is predicted above 1, marked "plain"); `note(row)` may add a word at the end of a line."""
     ks = sorted(rows[0]["v"]) if rows else []
-    head = f"{'path':12s} {'width':>6s} {'MB':>6s} {'step ms':>8s} " + " ".join(f"{'v(' + str(k) + ')':>6s}" for k in ks)
+    head = f"{'path':12s} {'width':>6s} {'MB':>6s} {'step ms':>8s} " + " ".join(
+        f"{'v(' + str(k) + ')':>6s}" for k in ks
+    )
     head += f" {'c':>6s}" + "".join(f" {d + ': k, x, tok/s':>22s}" for d in (alphas or {}))
     lines = [head]
     for r in rows:
-        line = (f"{r['path']:12s} {r['width']:6d} {r['mb']:6.0f} {r['step'] * 1e3:8.2f} "
-                + " ".join(f"{r['v'][k]:6.2f}" for k in ks) + f" {r['c']:6.3f}")
+        line = (
+            f"{r['path']:12s} {r['width']:6d} {r['mb']:6.0f} {r['step'] * 1e3:8.2f} "
+            + " ".join(f"{r['v'][k]:6.2f}" for k in ks)
+            + f" {r['c']:6.3f}"
+        )
         for a in (alphas or {}).values():
             k, s = row_best_k(a, r, predict)
             line += f" {k:4d}, {s:4.2f}x, {max(s, 1.0) / r['step']:5.0f}" + ("*" if s <= 1 else " ")
@@ -231,7 +259,7 @@ def square_twin_products(model, path: str, repeats: int = 9, warmup: int = 2, se
     _check_path(path)
     gen = torch.Generator().manual_seed(seed)
 
-    def weight(op):                            # a fused matrix, an nn.Linear, or a torch.ao int8 module
+    def weight(op):  # a fused matrix, an nn.Linear, or a torch.ao int8 module
         return op if isinstance(op, torch.Tensor) else op.weight() if callable(op.weight) else op.weight
 
     def twin(op):
@@ -240,7 +268,7 @@ def square_twin_products(model, path: str, repeats: int = 9, warmup: int = 2, se
         layer = torch.nn.Linear(side, side, bias=False)
         with torch.no_grad():
             layer.weight.copy_(torch.randn(side, side, generator=gen) * 0.02)
-        if not callable(getattr(op, "weight", None)):                         # a float matrix: run as a tensor
+        if not callable(getattr(op, "weight", None)):  # a float matrix: run as a tensor
             return layer.weight.detach().to(w.dtype).contiguous()
         return convert_linear(layer, path, inplace=True)
 
@@ -252,8 +280,11 @@ def square_twin_products(model, path: str, repeats: int = 9, warmup: int = 2, se
     dtype = model.dtype
 
     def mb(op):
-        return weight(op).numel() * weight(op).element_size() / 1e6 if not callable(getattr(op, "weight", None)) \
+        return (
+            weight(op).numel() * weight(op).element_size() / 1e6
+            if not callable(getattr(op, "weight", None))
             else weight_megabytes(op)
+        )
 
     def inputs(ops):
         return [torch.randn(1, weight(op).shape[1], generator=gen).to(dtype) for op in ops]

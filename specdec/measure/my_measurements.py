@@ -6,9 +6,10 @@ model and capability, torch's version and threads, and the numbers the notebook 
 person beyond the student id nbgrader already files the submission under.
 
 `python -m autograde class-insights ASSIGNMENT` reads these files from the collected submissions
-(autograde/insights.py, with `load`) and plots the class (`plot_class`): speedup against measured v(4), α per domain with its spread,
-machines by capability. A missing or malformed file is named and skipped.
+(autograde/insights.py, with `load`) and plots the class (`plot_class`): speedup against measured v(4), α per domain
+with its spread, machines by capability. A missing or malformed file is named and skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ def machine() -> dict:
 
     from specdec.measure.kernels import cpu_capability, cpu_name
 
-    return {"cpu_model": cpu_name(), "capability": cpu_capability(), "logical_cpus": os.cpu_count(),
-            "torch": torch.__version__.split("+")[0], "threads": torch.get_num_threads()}
+    return {
+        "cpu_model": cpu_name(),
+        "capability": cpu_capability(),
+        "logical_cpus": os.cpu_count(),
+        "torch": torch.__version__.split("+")[0],
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _plain(value, where):
@@ -45,7 +51,7 @@ def _plain(value, where):
     except (TypeError, ValueError):
         raise ValueError(f"{where}: {value!r} is not a number, a string or a dict of them") from None
     if not math.isfinite(number):
-        return None                       # not measured (nan): stored as null
+        return None  # not measured (nan): stored as null
     return int(number) if isinstance(value, int) else number
 
 
@@ -59,19 +65,25 @@ def record(notebook, measured, folder=None, quick=None):
     from specdec import QUICK
     from specdec.measure.timing import WATCHED
 
-    doc = {"schema": SCHEMA, "notebook": str(notebook),
-           "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "quick_mode": bool(QUICK if quick is None else quick), "machine": machine(),
-           "measured": _plain(measured, "measured"),
-           "steadiness": _plain(WATCHED, "steadiness")}     # every timing section's spread and load (specdec.measure.timing)
+    doc = {
+        "schema": SCHEMA,
+        "notebook": str(notebook),
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "quick_mode": bool(QUICK if quick is None else quick),
+        "machine": machine(),
+        "measured": _plain(measured, "measured"),
+        "steadiness": _plain(WATCHED, "steadiness"),
+    }  # every timing section's spread and load (specdec.measure.timing)
     path = Path(folder or os.getcwd()) / FILE
     try:
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
         print(f"could not write {path} ({exc.strerror}): your measurements are not saved with this notebook")
         return None
-    print(f"saved to {path.name} beside this notebook (it goes with your submission): "
-          f"{doc['machine']['cpu_model']}, {doc['machine']['capability']}; " + ", ".join(sorted(doc["measured"])))
+    print(
+        f"saved to {path.name} beside this notebook (it goes with your submission): "
+        f"{doc['machine']['cpu_model']}, {doc['machine']['capability']}; " + ", ".join(sorted(doc["measured"]))
+    )
     return path
 
 

@@ -16,6 +16,7 @@ top-level operator to one term:
 The profiler itself adds about a microsecond per operator, so the absolute figures are a little above an
 unprofiled run's; the notebook reads the split from here and feeds its model from wall-clock timings.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,10 +37,39 @@ os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 TERMS = ("target forward", "draft forwards", "softmax / sampling", "cache / tokens", "rest")
 
 # operator names (without "aten::") outside the forwards, by term; anything else outside them counts as sampling
-_CACHE_OPS = {"cat", "slice", "narrow", "index_select", "copy_", "clone", "stack", "empty", "empty_like",
-              "empty_strided", "zeros", "zeros_like", "new_empty", "new_zeros", "as_strided", "select", "view",
-              "reshape", "unsqueeze", "squeeze", "expand", "contiguous", "index_put_", "fill_", "resize_",
-              "lift_fresh", "alias", "detach", "_unsafe_view", "t", "transpose"}
+_CACHE_OPS = {
+    "cat",
+    "slice",
+    "narrow",
+    "index_select",
+    "copy_",
+    "clone",
+    "stack",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "zeros",
+    "zeros_like",
+    "new_empty",
+    "new_zeros",
+    "as_strided",
+    "select",
+    "view",
+    "reshape",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "contiguous",
+    "index_put_",
+    "fill_",
+    "resize_",
+    "lift_fresh",
+    "alias",
+    "detach",
+    "_unsafe_view",
+    "t",
+    "transpose",
+}
 _RANGES = {"target forward": "target forward", "draft forward": "draft forwards"}
 
 
@@ -56,8 +86,10 @@ def _mark(module, name):
         if open_ranges:
             open_ranges.pop().__exit__(None, None, None)
 
-    return [module.register_forward_pre_hook(pre, with_kwargs=True),
-            module.register_forward_hook(post, with_kwargs=True)]
+    return [
+        module.register_forward_pre_hook(pre, with_kwargs=True),
+        module.register_forward_hook(post, with_kwargs=True),
+    ]
 
 
 def _term(event):
@@ -82,7 +114,7 @@ def attribute(events, seconds):
         out["rest"] = seconds
         return out
     end = max(e.time_range.end for e in top)
-    start = end - seconds * 1e6                                      # profiler times are microseconds
+    start = end - seconds * 1e6  # profiler times are microseconds
     inside = 0.0
     for event in top:
         if event.time_range.start < start:
@@ -108,8 +140,13 @@ def profile_rounds(run, target, draft=None):
     finally:
         for h in hooks:
             h.remove()
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], int) and result[0] >= 1
-            and result[1] > 0):
+    if not (
+        isinstance(result, tuple)
+        and len(result) == 2
+        and isinstance(result[0], int)
+        and result[0] >= 1
+        and result[1] > 0
+    ):
         raise ValueError(f"run must return (rounds >= 1, seconds > 0), got {result!r}")
     rounds, seconds = result
     terms = attribute(prof.events(), seconds)
@@ -139,9 +176,11 @@ def step_parts(model, context: int = 24):
         model(one, cache=cache, logits_to_keep=1)
         cache.crop(context)
 
-    h, a, z = (torch.zeros(1, n, dtype=model.dtype)
-               for n in (model.config.hidden_size, model.heads * model.head_dim, model.config.intermediate_size))
-    ops = []                                                              # (kind, matrix or module, input)
+    h, a, z = (
+        torch.zeros(1, n, dtype=model.dtype)
+        for n in (model.config.hidden_size, model.heads * model.head_dim, model.config.intermediate_size)
+    )
+    ops = []  # (kind, matrix or module, input)
     for L in model.layers:
         ops += [("q/k/v", L.qkv, h)] if L.qkv is not None else [("q/k/v", m, h) for m in (L.q, L.k, L.v)]
         ops.append(("o", L.o, a))
@@ -161,7 +200,9 @@ def step_parts(model, context: int = 24):
 
     megabytes = dict.fromkeys(kinds, 0.0)
     for kind, op, _ in ops:
-        megabytes[kind] += op.numel() * op.element_size() / 1e6 if isinstance(op, torch.Tensor) else weight_megabytes(op)
+        megabytes[kind] += (
+            op.numel() * op.element_size() / 1e6 if isinstance(op, torch.Tensor) else weight_megabytes(op)
+        )
     return step, products, megabytes
 
 

@@ -21,6 +21,7 @@ learner computes c, c_round, v(k) and o (notebook 05, Part B, ``round_terms``). 
 rounds only (those that drafted k tokens): they are the rounds the model's terms price; a short last round has its
 own, cheaper verify, and ``generation_speedup`` prices it once, as itself. Nothing here is graded.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,13 +68,20 @@ def timed_decode(loop, target, proposer, input_ids, max_new_tokens, k):
     timed = TimedProposer(proposer)
     with ForwardCounter(target) as forwards:
         tokens, stats = loop(target, timed, input_ids, max_new_tokens, k=k)
-    prefill = 1 if input_ids.shape[1] > 1 else 0                 # the loop's first target forward: the prompt
+    prefill = 1 if input_ids.shape[1] > 1 else 0  # the loop's first target forward: the prompt
     verify_each = list(forwards.each[prefill:])
     if not len(timed.each) == len(verify_each) == stats["rounds"]:
-        raise ValueError(f"loop: expected one propose call and one target forward per round, got {len(timed.each)} "
-                         f"calls and {len(verify_each)} forwards in {stats['rounds']} rounds")
-    return tokens, dict(stats, propose_seconds=timed.seconds, verify_seconds=sum(verify_each),
-                        propose_each=list(timed.each), verify_each=verify_each)
+        raise ValueError(
+            f"loop: expected one propose call and one target forward per round, got {len(timed.each)} "
+            f"calls and {len(verify_each)} forwards in {stats['rounds']} rounds"
+        )
+    return tokens, dict(
+        stats,
+        propose_seconds=timed.seconds,
+        verify_seconds=sum(verify_each),
+        propose_each=list(timed.each),
+        verify_each=verify_each,
+    )
 
 
 @torch.no_grad()
@@ -92,7 +100,7 @@ def plain_decode(model, input_ids, max_new_tokens):
         model(input_ids[:, :-1], cache=cache, use_cache=True, logits_to_keep=1)
     t0 = time.perf_counter()
     for i in range(max_new_tokens):
-        logits = model(buf[:, T - 1 + i:T + i], cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+        logits = model(buf[:, T - 1 + i : T + i], cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
         buf[0, T + i] = logits.argmax()
     return buf, time.perf_counter() - t0
 
@@ -130,8 +138,10 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
         raise ValueError(f"prompts is empty: {prompts!r}" if named else "prompts is empty")
     if isinstance(decode, dict):
         if not named or set(decode) != set(groups):
-            raise ValueError(f"decode: a dict of decoders needs one per named prompt list {sorted(groups, key=str)}, "
-                             f"got {sorted(decode, key=str)}")
+            raise ValueError(
+                f"decode: a dict of decoders needs one per named prompt list {sorted(groups, key=str)}, "
+                f"got {sorted(decode, key=str)}"
+            )
         decoders = decode
     else:
         decoders = dict.fromkeys(groups, decode)
@@ -151,7 +161,7 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
     spec_s = {name: {k: [] for k in ks} for name in groups}
     parts = {name: {k: [] for k in ks} for name in groups}
     per_round = {name: {} for name in groups}
-    rounds = {name: {} for name in groups}                # every round of a repeat, short ones included (greedy: fixed)
+    rounds = {name: {} for name in groups}  # every round of a repeat, short ones included (greedy: fixed)
     for r in range(repeats):
         plain_r = dict.fromkeys(groups, 0.0)
         part_r = {name: {k: dict.fromkeys(PROFILE_KEYS, 0) for k in ks} for name in groups}
@@ -170,8 +180,10 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
         for name in groups:
             for k in ks:
                 if part_r[name][k]["rounds"] == 0:
-                    raise ValueError(f"k = {k}: no round drafted k tokens in {max_new_tokens} new tokens "
-                                     f"(the profile prices full rounds): generate more tokens or drop this k")
+                    raise ValueError(
+                        f"k = {k}: no round drafted k tokens in {max_new_tokens} new tokens "
+                        f"(the profile prices full rounds): generate more tokens or drop this k"
+                    )
         for name in groups:
             plain_s[name].append(plain_r[name])
             for k in ks:
@@ -179,8 +191,10 @@ def measure_rounds(decode, plain, prompts, ks, max_new_tokens, repeats=3, warmup
                 parts[name][k].append(part_r[name][k])
                 rounds[name][k] = len(counts[name][k])
             per_round[name] = counts[name]
-    out = {name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], rounds[name], max_new_tokens * len(p))
-           for name, p in groups.items()}
+    out = {
+        name: _summary(plain_s[name], spec_s[name], parts[name], per_round[name], rounds[name], max_new_tokens * len(p))
+        for name, p in groups.items()
+    }
     return out if named else out[None]
 
 
@@ -189,29 +203,45 @@ def _round_parts(stats, k):
     rounds with their own propose and verify seconds and the rest of a round, per round, over the generation."""
     propose, verify = stats.get("propose_seconds", 0.0), stats.get("verify_seconds", 0.0)
     if "propose_each" not in stats:
-        return {"rounds": stats["rounds"], "drafted": stats["drafted"], "propose_seconds": propose,
-                "verify_seconds": verify, "total_seconds": stats["seconds"]}
+        return {
+            "rounds": stats["rounds"],
+            "drafted": stats["drafted"],
+            "propose_seconds": propose,
+            "verify_seconds": verify,
+            "total_seconds": stats["seconds"],
+        }
     full = [i for i, (drafted, _) in enumerate(stats["per_round"]) if drafted == k]
-    rest = max(0.0, stats["seconds"] - propose - verify) / stats["rounds"]        # the loop's own time per round
+    rest = max(0.0, stats["seconds"] - propose - verify) / stats["rounds"]  # the loop's own time per round
     p_full = sum(stats["propose_each"][i] for i in full)
     v_full = sum(stats["verify_each"][i] for i in full)
-    return {"rounds": len(full), "drafted": k * len(full), "propose_seconds": p_full, "verify_seconds": v_full,
-            "total_seconds": p_full + v_full + rest * len(full)}
+    return {
+        "rounds": len(full),
+        "drafted": k * len(full),
+        "propose_seconds": p_full,
+        "verify_seconds": v_full,
+        "total_seconds": p_full + v_full + rest * len(full),
+    }
 
 
 def _summary(plain_s, spec_s, parts, per_round, rounds, n_tokens):
     """measure_rounds' result for one list of prompts from its repeats' seconds and round profiles."""
-    note_spread(plain_s)                       # to an open Steadiness block (specdec.measure.timing)
+    note_spread(plain_s)  # to an open Steadiness block (specdec.measure.timing)
     for s in spec_s.values():
         note_spread(s)
     med = statistics.median
     spread = {"plain": (min(plain_s), med(plain_s), max(plain_s))}
     spread.update({k: (min(s), med(s), max(s)) for k, s in spec_s.items()})
     profile = {k: _median_profile(p) for k, p in parts.items()}
-    return {"token_seconds": med(plain_s) / n_tokens, "profile": profile,
-            "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
-            "rounds": rounds, "per_round": per_round, "spread": spread, "plain_seconds": med(plain_s),
-            "decode_seconds": {k: med(s) for k, s in spec_s.items()}}
+    return {
+        "token_seconds": med(plain_s) / n_tokens,
+        "profile": profile,
+        "round_seconds": {k: med(s) / rounds[k] for k, s in spec_s.items()},
+        "rounds": rounds,
+        "per_round": per_round,
+        "spread": spread,
+        "plain_seconds": med(plain_s),
+        "decode_seconds": {k: med(s) for k, s in spec_s.items()},
+    }
 
 
 def _median_profile(parts):
@@ -220,18 +250,18 @@ def _median_profile(parts):
     verify within the total). The profile's seconds and the plain token's time then come from the same statistic:
     the faster middle repeat alone would price rounds a half-spread cheaper than the token time it is divided by."""
     ranked = sorted(parts, key=lambda q: q["total_seconds"])
-    mid = ranked[(len(ranked) - 1) // 2:len(ranked) // 2 + 1]            # one repeat, or the two middle ones
+    mid = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]  # one repeat, or the two middle ones
     out = {key: sum(q[key] for q in mid) / len(mid) for key in PROFILE_KEYS}
-    out["rounds"], out["drafted"] = mid[0]["rounds"], mid[0]["drafted"]    # greedy: the same in every repeat
+    out["rounds"], out["drafted"] = mid[0]["rounds"], mid[0]["drafted"]  # greedy: the same in every repeat
     return out
 
 
 def generation_speedup(alpha, k, terms, n):
     """Predicted speedup of one generation of `n` new tokens at draft length `k`, greedy or sampled, each draft
     accepted with probability `alpha` independently: the model above applied round by round, where a round with m
-    tokens still to go drafts k' = min(k, m) (the notebook loop's rule), costs k'·c + c_round + v(k') + o plain tokens and
-    emits j + 1 tokens with probability α^j (1 − α) for j < k' (k' + 1 with α^k'). v(k') between the draft lengths
-    measured is interpolated linearly. terms = {"c": float, "c_round": float, "v": {k: float}, "o":
+    tokens still to go drafts k' = min(k, m) (the notebook loop's rule), costs k'·c + c_round + v(k') + o plain
+    tokens and emits j + 1 tokens with probability α^j (1 − α) for j < k' (k' + 1 with α^k'). v(k') between the
+    draft lengths measured is interpolated linearly. terms = {"c": float, "c_round": float, "v": {k: float}, "o":
     float} (notebook 05's ``round_terms``). As n grows this tends to E(α, k) ÷ (k·c + c_round + v(k) + o); at n = 1
     it is 1 ÷ (c + c_round + v(1) + o)."""
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 <= alpha <= 1:
@@ -239,15 +269,21 @@ def generation_speedup(alpha, k, terms, n):
     for name, value in (("k", k), ("n", n)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    if (not isinstance(terms, dict) or not {"c", "c_round", "v", "o"} <= set(terms) or not isinstance(terms["v"], dict)
-            or not terms["v"]):
-        raise ValueError(f"terms must be {{'c': float, 'c_round': float, 'v': {{k: float}}, 'o': float}}, got {terms!r}")
+    if (
+        not isinstance(terms, dict)
+        or not {"c", "c_round", "v", "o"} <= set(terms)
+        or not isinstance(terms["v"], dict)
+        or not terms["v"]
+    ):
+        raise ValueError(
+            f"terms must be {{'c': float, 'c_round': float, 'v': {{k: float}}, 'o': float}}, got {terms!r}"
+        )
     measured = sorted(terms["v"])
     if k > measured[-1]:
         raise ValueError(f"terms['v'] is measured up to k = {measured[-1]}, not k = {k}")
     c, per_round = float(terms["c"]), float(terms["c_round"]) + float(terms["o"])
 
-    def v(m):                                  # linear between the measured draft lengths, flat below the first
+    def v(m):  # linear between the measured draft lengths, flat below the first
         if m <= measured[0]:
             return float(terms["v"][measured[0]])
         hi = next(x for x in measured if x >= m)
@@ -255,14 +291,14 @@ def generation_speedup(alpha, k, terms, n):
         return terms["v"][lo] + (terms["v"][hi] - terms["v"][lo]) * (m - lo) / (hi - lo)
 
     @lru_cache(maxsize=None)
-    def cost(m):                               # expected plain tokens of time to emit the m tokens still to go
+    def cost(m):  # expected plain tokens of time to emit the m tokens still to go
         if m <= 0:
             return 0.0
         kr = min(k, m)
-        chances = [alpha ** j * (1 - alpha) for j in range(kr)] + [alpha ** kr]
+        chances = [alpha**j * (1 - alpha) for j in range(kr)] + [alpha**kr]
         return kr * c + v(kr) + per_round + sum(p * cost(m - j - 1) for j, p in enumerate(chances))
 
-    for m in range(1, n):                      # bottom up: no recursion deeper than k
+    for m in range(1, n):  # bottom up: no recursion deeper than k
         cost(m)
     total = cost(n)
     if not math.isfinite(total) or total <= 0:

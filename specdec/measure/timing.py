@@ -3,10 +3,11 @@
 ``Steadiness`` (notebooks 02, 05, 09, 10 and 11: around each timing section) watches a block of timings: the share
 of the CPU that other programs took meanwhile (``OtherLoad``), the 1-minute load average against the cores the
 notebook uses, and the spread of every repeated timing made inside it (``interleaved_medians``,
-``median_seconds`` and ``specdec.measure.rounds.measure_rounds`` report theirs). ``report()`` prints one line with the
-spread and, when the machine was busy, one warning line; ``record()`` (specdec.measure.my_measurements) saves every section's
-summary in my_measurements.json.
+``median_seconds`` and ``specdec.measure.rounds.measure_rounds`` report theirs). ``report()`` prints one line with
+the spread and, when the machine was busy, one warning line; ``record()`` (specdec.measure.my_measurements) saves
+every section's summary in my_measurements.json.
 """
+
 import os
 import statistics
 import time
@@ -81,18 +82,18 @@ class OtherLoad:
                 own = f.read().rsplit(")", 1)[1].split()
         except (OSError, ValueError, IndexError):
             return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)          # idle + iowait
-        total = sum(fields[:8])                                         # user .. steal (guest is inside user)
-        return total - idle, total, int(own[11]) + int(own[12])         # utime + stime of this process, in ticks
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        total = sum(fields[:8])  # user .. steal (guest is inside user)
+        return total - idle, total, int(own[11]) + int(own[12])  # utime + stime of this process, in ticks
 
 
 # a section whose typical timing's median repeat is over 1.5 x its fastest was not steady. Loose on purpose: on a quiet
 # 2-core machine small timings are bimodal (05's race of the tiny pair: median repeats 1.29 x the fastest, with
 # other programs at 0 % of the CPU); what other programs take is measured directly (OTHERS_BOUND)
 SPREAD_BOUND = 0.5
-OTHERS_BOUND = 0.10        # other programs took more than a tenth of the CPU
-WATCHED = {}               # section -> summary of every Steadiness block this kernel ran (saved by record())
-_ACTIVE = []               # the Steadiness blocks now open: repeated timings report their spread to them
+OTHERS_BOUND = 0.10  # other programs took more than a tenth of the CPU
+WATCHED = {}  # section -> summary of every Steadiness block this kernel ran (saved by record())
+_ACTIVE = []  # the Steadiness blocks now open: repeated timings report their spread to them
 
 
 def note_spread(samples):
@@ -116,6 +117,7 @@ class Steadiness(OtherLoad):
         if not isinstance(section, str) or not section:
             raise ValueError(f"section must name the timing section, got {section!r}")
         import torch
+
         self.section, self.threads = section, int(threads or torch.get_num_threads())
         self.pids, self.spread_bound = pids, spread_bound
         self.spreads, self.load, self.seconds = [], None, 0.0
@@ -178,10 +180,14 @@ class Steadiness(OtherLoad):
         if self.share is not None and self.share > OTHERS_BOUND:
             out.append(f"other programs took {self.share:.0%} of the CPU")
         if self.load is not None and self.load > self.threads + 0.5 and (self.share is None or self.share > 0.05):
-            out.append(f"the load average was {self.load:.1f} on {os.cpu_count()} cores ({self.threads} for these timings)")
+            out.append(
+                f"the load average was {self.load:.1f} on {os.cpu_count()} cores ({self.threads} for these timings)"
+            )
         if self.typical_spread is not None and self.typical_spread > self.spread_bound:
-            out.append(f"a typical timing's median repeat took {1 + self.typical_spread:.2f}x its fastest "
-                       f"(bound {1 + self.spread_bound:.2f}x)")
+            out.append(
+                f"a typical timing's median repeat took {1 + self.typical_spread:.2f}x its fastest "
+                f"(bound {1 + self.spread_bound:.2f}x)"
+            )
         return out
 
     @property
@@ -189,18 +195,31 @@ class Steadiness(OtherLoad):
         return bool(self.reasons)
 
     def summary(self):
-        return {"seconds": self.seconds, "timings": len(self.spreads), "worst_spread": self.worst_spread,
-                "typical_spread": self.typical_spread,
-                "other_share": self.share, "load": self.load, "threads": self.threads, "busy": self.busy,
-                "reasons": "; ".join(self.reasons)}
+        return {
+            "seconds": self.seconds,
+            "timings": len(self.spreads),
+            "worst_spread": self.worst_spread,
+            "typical_spread": self.typical_spread,
+            "other_share": self.share,
+            "load": self.load,
+            "threads": self.threads,
+            "busy": self.busy,
+            "reasons": "; ".join(self.reasons),
+        }
 
     def report(self):
         """Print the section's spread and, when the machine was busy, one warning line; returns busy."""
-        spread = (f"{len(self.spreads)} repeated timings, their median repeats {1 + self.typical_spread:.2f}x the "
-                  f"fastest (typically), the slowest {1 + self.worst_spread:.2f}x" if self.spreads else "no repeated timings")
+        spread = (
+            f"{len(self.spreads)} repeated timings, their median repeats {1 + self.typical_spread:.2f}x the "
+            f"fastest (typically), the slowest {1 + self.worst_spread:.2f}x"
+            if self.spreads
+            else "no repeated timings"
+        )
         other = "" if self.share is None else f"; other programs {self.share:.0%} of the CPU"
         print(f"{self.section}: {spread}{other}")
         if self.busy:
-            print(f"warning: the machine was busy during {self.section} ({'; '.join(self.reasons)}): "
-                  f"its timings are not trustworthy; rerun this cell on an idle machine")
+            print(
+                f"warning: the machine was busy during {self.section} ({'; '.join(self.reasons)}): "
+                f"its timings are not trustworthy; rerun this cell on an idle machine"
+            )
         return self.busy

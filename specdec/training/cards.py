@@ -1,5 +1,6 @@
 """The model card, data/models/README.md: what the pair's report (training.json) and the drafters' report
-(drafters.json) say, in prose and tables. specdec.training.train_pair and specdec.training.train_drafters write it after a run."""
+(drafters.json) say, in prose and tables. specdec.training.train_pair and specdec.training.train_drafters write it
+after a run."""
 
 from __future__ import annotations
 
@@ -69,48 +70,80 @@ def matching_drafters(out: Path) -> dict | None:
     return report
 
 
-DRAFTER_NAMES = {"medusa": "Medusa heads", "eagle": "EAGLE feature draft", "draft": "separate draft (draft/)",
-                 "early_exit_1": "early exit, 1 layer", "early_exit_2": "early exit, 2 layers"}
+DRAFTER_NAMES = {
+    "medusa": "Medusa heads",
+    "eagle": "EAGLE feature draft",
+    "draft": "separate draft (draft/)",
+    "early_exit_1": "early exit, 1 layer",
+    "early_exit_2": "early exit, 2 layers",
+}
 
 
 def drafter_card(d: dict) -> str:
     """the drafters' section of the model card, from drafters.json."""
     dr = d["drafters"]
-    name = lambda key: DRAFTER_NAMES.get(key, key)
-    cost = "\n".join(f"| {name(k)} | {v['params']:,} | {v['steps']} | {v['train_tokens']:,} | {v['seconds']['wall_s']:.0f} | "
-                     f"{v['seconds']['cpu_s']:.0f} | {_mb(v['disk_bytes'])} |" for k, v in dr.items())
-    curves = "\n".join(f"- {name(k)}: " + ", ".join(f"{s}: {loss:.3f} / {a:.3f}" for s, loss, a in v["curve"])
-                       for k, v in dr.items())
+
+    def name(key):
+        return DRAFTER_NAMES.get(key, key)
+
+    cost = "\n".join(
+        f"| {name(k)} | {v['params']:,} | {v['steps']} | {v['train_tokens']:,} | {v['seconds']['wall_s']:.0f} | "
+        f"{v['seconds']['cpu_s']:.0f} | {_mb(v['disk_bytes'])} |"
+        for k, v in dr.items()
+    )
+    curves = "\n".join(
+        f"- {name(k)}: " + ", ".join(f"{s}: {loss:.3f} / {a:.3f}" for s, loss, a in v["curve"]) for k, v in dr.items()
+    )
 
     def tail(curve):  # the held-out loss change over the last sixth of the run
         last = curve[-1]
         ref = [c for c in curve if c[0] <= last[0] - max(1, last[0] // 6)][-1:] or curve[:1]
         ref = ref[0]
-        return (f"held-out loss {last[1]:.3f} at step {last[0]} ({100 * (last[1] - ref[1]) / ref[1]:+.1f} % over "
-                f"the last {last[0] - ref[0]} steps), α {last[2]:.3f}")
+        return (
+            f"held-out loss {last[1]:.3f} at step {last[0]} ({100 * (last[1] - ref[1]) / ref[1]:+.1f} % over "
+            f"the last {last[0] - ref[0]} steps), α {last[2]:.3f}"
+        )
+
     flat = "\n".join(f"- {name(k)}: {tail(v['curve'])}" for k, v in dr.items())
     from specdec.core.drafters import RETRAIN_DRAFTERS
 
-    runs = "\n".join(f"{name(k)}: `{v.get('command', d['command'])}`" + ("  " if i + 1 < len(dr) else "")
-                     for i, (k, v) in enumerate(dr.items()))
+    runs = "\n".join(
+        f"{name(k)}: `{v.get('command', d['command'])}`" + ("  " if i + 1 < len(dr) else "")
+        for i, (k, v) in enumerate(dr.items())
+    )
     domains = list(next(iter(d["eval"].values())))
-    rows = "\n".join(f"| {name(k)} | {d['added_params'].get(k, 0):,} | "
-                     + " | ".join(f"{e[dom]['alpha']:.3f} | {e[dom]['tau']:.2f}" for dom in domains) + " |"
-                     for k, e in d["eval"].items())
+    rows = "\n".join(
+        f"| {name(k)} | {d['added_params'].get(k, 0):,} | "
+        + " | ".join(f"{e[dom]['alpha']:.3f} | {e[dom]['tau']:.2f}" for dom in domains)
+        + " |"
+        for k, e in d["eval"].items()
+    )
     heads = ""
     if "medusa" in d["eval"]:
         n = dr["medusa"]["n_heads"] if "medusa" in dr else 0
-        heads = ("\n\nMedusa, greedy α per head (head i on h_t against the target's argmax for token t+1+i, "
-                 "teacher-forced).\nWith k drafts per round Medusa proposes min(k, heads) tokens, all from one "
-                 "hidden state:\n\n| domain | " + " | ".join(f"head {i}" for i in range(1, n + 1)) + " |\n|---|"
-                 + "---|" * n + "\n" + "\n".join(f"| {dom} | " + " | ".join(
-                     f"{d['eval']['medusa'][dom][f'head_{i}']:.3f}" for i in range(1, n + 1)) + " |" for dom in domains))
+        heads = (
+            "\n\nMedusa, greedy α per head (head i on h_t against the target's argmax for token t+1+i, "
+            "teacher-forced).\nWith k drafts per round Medusa proposes min(k, heads) tokens, all from one "
+            "hidden state:\n\n| domain | "
+            + " | ".join(f"head {i}" for i in range(1, n + 1))
+            + " |\n|---|"
+            + "---|" * n
+            + "\n"
+            + "\n".join(
+                f"| {dom} | "
+                + " | ".join(f"{d['eval']['medusa'][dom][f'head_{i}']:.3f}" for i in range(1, n + 1))
+                + " |"
+                for dom in domains
+            )
+        )
     e, s = d["eval"].get("eagle"), d["eval"].get("draft")
     if e and s:
         wins = [dom for dom in domains if e[dom]["tau"] > s[dom]["tau"] and e[dom]["alpha"] > s[dom]["alpha"]]
-        versus = (f"its α and τ beat the separate draft's on {', '.join(wins) if wins else 'no domain'} "
-                  f"(of {', '.join(domains)}), with {d['added_params']['eagle']:,} parameters against the draft's "
-                  f"{d['added_params']['draft']:,}.")
+        versus = (
+            f"its α and τ beat the separate draft's on {', '.join(wins) if wins else 'no domain'} "
+            f"(of {', '.join(domains)}), with {d['added_params']['eagle']:,} parameters against the draft's "
+            f"{d['added_params']['draft']:,}."
+        )
     else:
         versus = "this run measured it without the separate draft."
     med = dr.get("medusa", {})
@@ -196,16 +229,25 @@ def model_card(r: dict, drafters: dict | None = None) -> str:
     rows = "\n".join(
         f"| {dom} | {e['loss_target']:.3f} | {e['loss_draft']:.3f} | {e['alpha_greedy']:.3f} | "
         f"{e['alpha_sampled']:.3f} | {e['alpha_greedy_shipped_texts']:.3f} | {e['tokens']:,} |"
-        for dom, e in r["eval"].items())
+        for dom, e in r["eval"].items()
+    )
     corpus = "\n".join(
         f"| {dom} | {c['train']['docs']:,} | {c['train']['chars']:,} | {c['train']['tokens']:,} | "
         f"{c['heldout']['docs']:,} | {c['heldout']['tokens']:,} | {r['domain_weights'][dom]} |"
-        for dom, c in r["corpus"].items())
-    arch = lambda a: (f"{a['num_hidden_layers']} layers × {a['hidden_size']} hidden, "
-                      f"{a['num_attention_heads']} heads, MLP {a['intermediate_size']}, "
-                      f"tied embeddings: {a['tie_word_embeddings']}")
-    timing = "\n".join(f"| {phase} | {c['wall_s']:.0f} | {c['cpu_s']:.0f} | {c['cpu_s'] / r['threads']:.0f} |"
-                       for phase, c in r["seconds"].items())
+        for dom, c in r["corpus"].items()
+    )
+
+    def arch(a):
+        return (
+            f"{a['num_hidden_layers']} layers × {a['hidden_size']} hidden, "
+            f"{a['num_attention_heads']} heads, MLP {a['intermediate_size']}, "
+            f"tied embeddings: {a['tie_word_embeddings']}"
+        )
+
+    timing = "\n".join(
+        f"| {phase} | {c['wall_s']:.0f} | {c['cpu_s']:.0f} | {c['cpu_s'] / r['threads']:.0f} |"
+        for phase, c in r["seconds"].items()
+    )
     return f"""# The course's tiny target/draft pair
 
 Two Llama-style causal language models (`LlamaForCausalLM`) that share one tokenizer, trained

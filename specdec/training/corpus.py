@@ -28,10 +28,7 @@ _SKIP_DIRS = {"site-packages", "test", "tests", "idlelib", "lib2to3", "__pycache
 
 def corpus_versions() -> dict:
     """What the corpus was built from, for the model card."""
-    return {
-        "python": sys.version.split()[0],
-        "stdlib": portable_path(sysconfig.get_paths()["stdlib"]),
-    }
+    return {"python": sys.version.split()[0], "stdlib": portable_path(sysconfig.get_paths()["stdlib"])}
 
 
 def portable_path(path: str) -> str:
@@ -77,22 +74,60 @@ def prose_documents(chunk_chars: int = 2000) -> list[tuple[str, str]]:
     from pydoc_data.topics import topics
 
     return [
-        (f"{name}#{i}", piece)
-        for name in sorted(topics)
-        for i, piece in enumerate(_chunks(topics[name], chunk_chars))
+        (f"{name}#{i}", piece) for name in sorted(topics) for i, piece in enumerate(_chunks(topics[name], chunk_chars))
     ]
 
 
-_FIRST = ["Ada", "Alan", "Barbara", "Claude", "Donald", "Edsger", "Frances", "Grace",
-          "Guido", "John", "Ken", "Leslie", "Margaret", "Niklaus", "Radia", "Tim"]
-_LAST = ["Lovelace", "Turing", "Liskov", "Shannon", "Knuth", "Dijkstra", "Allen", "Hopper",
-         "van Rossum", "McCarthy", "Thompson", "Lamport", "Hamilton", "Wirth", "Perlman", "Peters"]
+_FIRST = [
+    "Ada",
+    "Alan",
+    "Barbara",
+    "Claude",
+    "Donald",
+    "Edsger",
+    "Frances",
+    "Grace",
+    "Guido",
+    "John",
+    "Ken",
+    "Leslie",
+    "Margaret",
+    "Niklaus",
+    "Radia",
+    "Tim",
+]
+_LAST = [
+    "Lovelace",
+    "Turing",
+    "Liskov",
+    "Shannon",
+    "Knuth",
+    "Dijkstra",
+    "Allen",
+    "Hopper",
+    "van Rossum",
+    "McCarthy",
+    "Thompson",
+    "Lamport",
+    "Hamilton",
+    "Wirth",
+    "Perlman",
+    "Peters",
+]
 _CITIES = ["Berlin", "Lagos", "Lima", "Mumbai", "Osaka", "Oslo", "Paris", "Quito", "Seoul", "Toronto"]
 _PRODUCTS = ["keyboard", "monitor", "cable", "laptop", "mouse", "headset", "dock", "webcam", "charger"]
 _LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 _SERVICES = ["auth", "billing", "search", "gateway", "scheduler", "storage"]
-_MESSAGES = ["request served", "cache miss", "retrying connection", "token expired",
-             "disk usage high", "job finished", "user logged in", "timeout waiting for lock"]
+_MESSAGES = [
+    "request served",
+    "cache miss",
+    "retrying connection",
+    "token expired",
+    "disk usage high",
+    "job finished",
+    "user logged in",
+    "timeout waiting for lock",
+]
 _STATUSES = ["pending", "paid", "shipped", "delivered", "cancelled"]
 
 
@@ -120,8 +155,12 @@ def _user(rng: random.Random) -> dict:
 
 def _order(rng: random.Random) -> dict:
     items = [
-        {"sku": f"SKU-{rng.randint(1000, 9999)}", "product": rng.choice(_PRODUCTS),
-         "quantity": rng.randint(1, 5), "unit_price": round(rng.uniform(2, 500), 2)}
+        {
+            "sku": f"SKU-{rng.randint(1000, 9999)}",
+            "product": rng.choice(_PRODUCTS),
+            "quantity": rng.randint(1, 5),
+            "unit_price": round(rng.uniform(2, 500), 2),
+        }
         for _ in range(rng.randint(1, 4))
     ]
     return {
@@ -149,10 +188,15 @@ def _log_event(rng: random.Random) -> dict:
 def _sensor(rng: random.Random) -> dict:
     return {
         "sensor_id": f"sensor-{rng.randint(1, 64):03d}",
-        "location": {"city": rng.choice(_CITIES), "lat": round(rng.uniform(-60, 60), 4),
-                     "lon": round(rng.uniform(-180, 180), 4)},
-        "readings": [{"time": _timestamp(rng), "temperature_c": round(rng.uniform(-10, 40), 1),
-                      "humidity": rng.randint(10, 100)} for _ in range(rng.randint(1, 3))],
+        "location": {
+            "city": rng.choice(_CITIES),
+            "lat": round(rng.uniform(-60, 60), 4),
+            "lon": round(rng.uniform(-180, 180), 4),
+        },
+        "readings": [
+            {"time": _timestamp(rng), "temperature_c": round(rng.uniform(-10, 40), 1), "humidity": rng.randint(10, 100)}
+            for _ in range(rng.randint(1, 3))
+        ],
         "battery": round(rng.random(), 2),
     }
 
@@ -163,10 +207,7 @@ _RECORD_KINDS = (_user, _order, _log_event, _sensor)
 def json_documents(n: int = 8000, seed: int = 0) -> list[tuple[str, str]]:
     """(record-i, pretty-printed JSON) for n seeded records of four kinds."""
     rng = random.Random(seed)
-    return [
-        (f"record-{i}", json.dumps(rng.choice(_RECORD_KINDS)(rng), indent=2))
-        for i in range(n)
-    ]
+    return [(f"record-{i}", json.dumps(rng.choice(_RECORD_KINDS)(rng), indent=2)) for i in range(n)]
 
 
 def is_heldout(domain: str, name: str) -> bool:
@@ -174,8 +215,9 @@ def is_heldout(domain: str, name: str) -> bool:
     return zlib.crc32(f"{domain}/{name}".encode()) % 100 < HELDOUT_PERCENT[domain]
 
 
-def load_corpus(seed: int = 0, max_chars: int | None = None,
-                json_records: int = 8000) -> dict[str, dict[str, list[str]]]:
+def load_corpus(
+    seed: int = 0, max_chars: int | None = None, json_records: int = 8000
+) -> dict[str, dict[str, list[str]]]:
     """{domain: {"train": [text, ...], "heldout": [text, ...]}}.
 
     max_chars caps each domain's text (for smoke runs): documents are taken in their

@@ -20,18 +20,21 @@ separate draft and early exit; ``--smoke`` for tests. Its numbers go to drafters
 
 import sys
 
-# the model card (data/models/README.md, MEASURED_NOTES in specdec.training.cards) names specdec.training.train.copy_skill
+# the model card (data/models/README.md, MEASURED_NOTES in specdec.training.cards) names
+# specdec.training.train.copy_skill
 from specdec.training.train_pair import copy_skill  # noqa: F401
 
 
 def main(argv=None) -> dict:
-    """``python -m specdec.training.train [drafters] ...``: train the pair (specdec.training.train_pair), or with ``drafters`` the
-    drafters on its target (specdec.training.train_drafters); returns the run's report."""
+    """``python -m specdec.training.train [drafters] ...``: train the pair (specdec.training.train_pair), or with
+    ``drafters`` the drafters on its target (specdec.training.train_drafters); returns the run's report."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["drafters"]:
         from specdec.training.train_drafters import main_drafters
+
         return main_drafters(argv[1:])
     from specdec.training.train_pair import main as train_pair
+
     return train_pair(argv)
 
 

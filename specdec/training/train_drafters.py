@@ -1,4 +1,5 @@
-"""Train the drafters that ride on a trained target: ``python -m specdec.training.train drafters`` (specdec.training.train).
+"""Train the drafters that ride on a trained target: ``python -m specdec.training.train drafters``
+(specdec.training.train).
 
 Medusa heads and an EAGLE feature draft (specdec.core.drafters) are trained against the frozen target of
 ``--target-from`` (default ``--out``), saved in medusa/ and eagle/, and measured (greedy α and τ per domain)
@@ -20,29 +21,54 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec.training.cards import file_sha256, model_card
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
+from specdec.training.cards import file_sha256, model_card
 from specdec.training.corpus import DOMAINS, load_corpus
 from specdec.training.train_pair import Clock, encode_streams, folder_bytes, heldout_windows, lr_at, sample_batch
 
-DRAFTER_SMOKE = dict(seq_len=32, batch=2, medusa_steps=3, eagle_steps=3, max_chars=60_000, json_records=200,
-                     eval_windows=1, eval_every=1, tau_prompts=1, tau_tokens=6, n_heads=2, eagle_mlp=32)
+DRAFTER_SMOKE = dict(
+    seq_len=32,
+    batch=2,
+    medusa_steps=3,
+    eagle_steps=3,
+    max_chars=60_000,
+    json_records=200,
+    eval_windows=1,
+    eval_every=1,
+    tau_prompts=1,
+    tau_tokens=6,
+    n_heads=2,
+    eagle_mlp=32,
+)
 
 
 def parse_drafter_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m specdec.training.train drafters",
         description="Train Medusa-style heads and an EAGLE-style feature draft on a frozen trained target "
-                    "(its hidden states and logits), save them next to it, measure α and τ per domain.")
-    p.add_argument("--out", type=Path, default=default_path(),
-                   help="folder to write medusa/, eagle/, drafters.json, drafters_log.csv to")
-    p.add_argument("--target-from", type=Path, default=None,
-                   help="the trained pair whose target (and draft, for comparison) to use; default --out")
+        "(its hidden states and logits), save them next to it, measure α and τ per domain.",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=default_path(),
+        help="folder to write medusa/, eagle/, drafters.json, drafters_log.csv to",
+    )
+    p.add_argument(
+        "--target-from",
+        type=Path,
+        default=None,
+        help="the trained pair whose target (and draft, for comparison) to use; default --out",
+    )
     p.add_argument("--only", choices=("medusa", "eagle", "both"), default="both")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (1: on shared cores, 2 threads waiting on each other ran 4x slower)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: on shared cores, 2 threads waiting on each other ran 4x slower)",
+    )
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--n-heads", type=int, default=4, help="Medusa heads")
@@ -52,8 +78,12 @@ def parse_drafter_args(argv) -> argparse.Namespace:
     p.add_argument("--eagle-lr", type=float, default=2e-3)
     p.add_argument("--eagle-mlp", type=int, default=512, help="intermediate size of EAGLE's decoder layer")
     p.add_argument("--eagle-reg", type=float, default=1.0, help="weight of the smooth-L1 hidden-state loss")
-    p.add_argument("--eagle-noise", type=float, default=0.1,
-                   help="uniform noise U(-x, x) added to the input hidden states in training (EAGLE)")
+    p.add_argument(
+        "--eagle-noise",
+        type=float,
+        default=0.1,
+        help="uniform noise U(-x, x) added to the input hidden states in training (EAGLE)",
+    )
     p.add_argument("--eval-windows", type=int, default=4, help="held-out windows per domain for the loss curve")
     p.add_argument("--eval-every", type=int, default=30)
     p.add_argument("--k", type=int, default=3, help="drafts per round for τ")
@@ -87,11 +117,13 @@ def _kl(log_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
 def medusa_loss(heads, ids, h, log_p, gen=None) -> tuple[torch.Tensor, dict]:
     """mean over heads of KL(p_{t+i} || head_i(h_t)): head i on h_t learns the target's distribution at
     position t+i (its prediction of token t+1+i) on the same text, teacher-forced."""
-    logits = heads(h)                                                    # (B, T, n, V)
+    logits = heads(h)  # (B, T, n, V)
     T = h.shape[1]
-    kls = [_kl(log_p[:, i:], logits[:, :T - i, i - 1]) for i in range(1, heads.n_heads + 1)]
-    agree = [(logits[:, :T - i, i - 1].argmax(-1) == log_p[:, i:].argmax(-1)).float().mean().item()
-             for i in range(1, heads.n_heads + 1)]
+    kls = [_kl(log_p[:, i:], logits[:, : T - i, i - 1]) for i in range(1, heads.n_heads + 1)]
+    agree = [
+        (logits[:, : T - i, i - 1].argmax(-1) == log_p[:, i:].argmax(-1)).float().mean().item()
+        for i in range(1, heads.n_heads + 1)
+    ]
     loss = torch.stack(kls).mean()
     return loss, {"kl": loss.item(), "alpha": agree[0], "alpha_heads": agree}
 
@@ -99,16 +131,18 @@ def medusa_loss(heads, ids, h, log_p, gen=None) -> tuple[torch.Tensor, dict]:
 def eagle_loss_fn(reg_weight: float, noise: float):
     """KL(p_{j+1} || lm_head(ĥ_{j+1})) + reg_weight * smooth-L1(ĥ_{j+1}, h_{j+1}), inputs (h_j + noise,
     x_{j+1}) teacher-forced (EAGLE's recipe; the noise stands in for its own errors when drafting)."""
+
     def loss_fn(eagle, ids, h, log_p, gen=None):
         h_in = h[:, :-1]
         if noise and gen is not None:
             h_in = h_in + noise * (2 * torch.rand(h_in.shape, generator=gen, dtype=h_in.dtype) - 1)
-        h_hat = eagle(h_in, ids[:, 1:])                                  # (B, T-1, H)
+        h_hat = eagle(h_in, ids[:, 1:])  # (B, T-1, H)
         logits = eagle.logits(h_hat)
         kl = _kl(log_p[:, 1:], logits)
         reg = F.smooth_l1_loss(h_hat.float(), h[:, 1:].float())
         agree = (logits.argmax(-1) == log_p[:, 1:].argmax(-1)).float().mean().item()
         return kl + reg_weight * reg, {"kl": kl.item(), "reg": reg.item(), "alpha": agree}
+
     return loss_fn
 
 
@@ -120,22 +154,21 @@ def train_drafter(module, loss_fn, target, streams, heldout_ids, args, name, ste
     opt = torch.optim.AdamW(module.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     clock, curve, recent = Clock(), [], []
 
-    states = [(ids, *target_states(target, ids)) for ids in heldout_ids]   # the frozen target's, once
+    states = [(ids, *target_states(target, ids)) for ids in heldout_ids]  # the frozen target's, once
 
     def heldout():
         module.eval()
         with torch.no_grad():
             parts = [loss_fn(module, ids, h, log_p) for ids, h, log_p in states]
         module.train()
-        return (sum(p[0].item() for p in parts) / len(parts),
-                sum(p[1]["alpha"] for p in parts) / len(parts))
+        return (sum(p[0].item() for p in parts) / len(parts), sum(p[1]["alpha"] for p in parts) / len(parts))
 
     module.train()
     bar = tqdm(range(steps), desc=f"{name} (distillation)")
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr)
-        ids = sample_batch(streams, args.batch, args.seq_len, gen)[:, :-1]      # (B, T)
+        ids = sample_batch(streams, args.batch, args.seq_len, gen)[:, :-1]  # (B, T)
         h, log_p = target_states(target, ids)
         loss, parts = loss_fn(module, ids, h, log_p, noise_gen)
         opt.zero_grad(set_to_none=True)
@@ -146,9 +179,17 @@ def train_drafter(module, loss_fn, target, streams, heldout_ids, args, name, ste
         if step % args.eval_every == 0 or step == steps - 1:
             held_loss, held_alpha = heldout()
             curve.append((step, round(held_loss, 4), round(held_alpha, 4)))
-            log.append(dict(model=name, step=step, train_loss=round(sum(recent) / len(recent), 4),
-                            heldout_loss=round(held_loss, 4), heldout_alpha=round(held_alpha, 4),
-                            lr=round(opt.param_groups[0]["lr"], 6), **clock.read()))
+            log.append(
+                dict(
+                    model=name,
+                    step=step,
+                    train_loss=round(sum(recent) / len(recent), 4),
+                    heldout_loss=round(held_loss, 4),
+                    heldout_alpha=round(held_alpha, 4),
+                    lr=round(opt.param_groups[0]["lr"], 6),
+                    **clock.read(),
+                )
+            )
             recent = []
             bar.set_postfix(heldout=f"{held_loss:.3f}", alpha=f"{held_alpha:.3f}")
     module.eval()
@@ -169,8 +210,12 @@ def measure_drafters(target, proposers: dict, alpha_kwargs: dict, tokenizer, hel
             alpha = teacher_forced_alpha(target, texts, **alpha_kwargs[name])
             runs = [greedy_tau(target, make(), p, args.tau_tokens, args.k) for p in prompts]
             rounds, tokens = sum(r["rounds"] for r in runs), sum(r["tokens"] for r in runs)
-            results[name][domain] = {**{k: round(v, 4) for k, v in alpha.items()}, "tau": round(tokens / rounds, 3),
-                                     "rounds": rounds, "tokens": tokens}
+            results[name][domain] = {
+                **{k: round(v, 4) for k, v in alpha.items()},
+                "tau": round(tokens / rounds, 3),
+                "rounds": rounds,
+                "tokens": tokens,
+            }
     return results
 
 
@@ -182,8 +227,18 @@ def _read_log(path: Path) -> list:
 
 
 def main_drafters(argv) -> dict:
-    from specdec.core.drafters import (EagleDraft, PlainLMProposer, EagleProposer, MedusaHeads, MedusaProposer, load_eagle,
-                           load_medusa, save_drafter, target_fingerprint, trainable_params)
+    from specdec.core.drafters import (
+        EagleDraft,
+        EagleProposer,
+        MedusaHeads,
+        MedusaProposer,
+        PlainLMProposer,
+        load_eagle,
+        load_medusa,
+        save_drafter,
+        target_fingerprint,
+        trainable_params,
+    )
     from specdec.core.models import early_exit_draft, load_heldout
 
     args = parse_drafter_args(argv)
@@ -196,14 +251,25 @@ def main_drafters(argv) -> dict:
     heldout_ids = [heldout_windows(streams[d]["heldout"], args.seq_len, args.eval_windows)[:, :-1] for d in DOMAINS]
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    trained_for = {**target_fingerprint(target),
-                   "target_sha256": file_sha256(Path(args.target_from) / "target" / "model.safetensors")}
+    trained_for = {
+        **target_fingerprint(target),
+        "target_sha256": file_sha256(Path(args.target_from) / "target" / "model.safetensors"),
+    }
     H, V = target.config.hidden_size, target.config.vocab_size
-    report = {"command": args.command, "seed": args.seed, "threads": args.threads, "seq_len": args.seq_len,
-              "batch": args.batch, "k": args.k, "tau_prompts": args.tau_prompts, "tau_tokens": args.tau_tokens,
-              "eval_windows": args.eval_windows, "trained_for": trained_for,
-              "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
-              "drafters": {}}
+    report = {
+        "command": args.command,
+        "seed": args.seed,
+        "threads": args.threads,
+        "seq_len": args.seq_len,
+        "batch": args.batch,
+        "k": args.k,
+        "tau_prompts": args.tau_prompts,
+        "tau_tokens": args.tau_tokens,
+        "eval_windows": args.eval_windows,
+        "trained_for": trained_for,
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+        "drafters": {},
+    }
     log = []
     previous = out / "drafters.json"
     if args.only != "both" and previous.is_file():  # keep the other drafter's record when it fits this target
@@ -216,31 +282,63 @@ def main_drafters(argv) -> dict:
         torch.manual_seed(args.seed)
         heads = MedusaHeads(H, V, args.n_heads).bind(target)
         clock = Clock()
-        curve = train_drafter(heads, medusa_loss, target, streams, heldout_ids, args, "medusa",
-                              args.medusa_steps, args.medusa_lr, log)
+        curve = train_drafter(
+            heads, medusa_loss, target, streams, heldout_ids, args, "medusa", args.medusa_steps, args.medusa_lr, log
+        )
         seconds = clock.read()
         save_drafter(heads, out / "medusa", trained_for, {"loss": "mean over heads of KL(target || head)"})
-        report["drafters"]["medusa"] = {"command": args.command, "params": trainable_params(heads), "n_heads": args.n_heads,
-                                        "steps": args.medusa_steps, "lr": args.medusa_lr,
-                                        "train_tokens": args.medusa_steps * tokens, "seconds": seconds,
-                                        "curve": curve, "disk_bytes": folder_bytes(out / "medusa")}
+        report["drafters"]["medusa"] = {
+            "command": args.command,
+            "params": trainable_params(heads),
+            "n_heads": args.n_heads,
+            "steps": args.medusa_steps,
+            "lr": args.medusa_lr,
+            "train_tokens": args.medusa_steps * tokens,
+            "seconds": seconds,
+            "curve": curve,
+            "disk_bytes": folder_bytes(out / "medusa"),
+        }
     if args.only in ("eagle", "both"):
         torch.manual_seed(args.seed + 1)
-        eagle = EagleDraft(H, V, target.config.num_attention_heads, args.eagle_mlp,
-                           target.config.max_position_embeddings).bind(target)
+        eagle = EagleDraft(
+            H, V, target.config.num_attention_heads, args.eagle_mlp, target.config.max_position_embeddings
+        ).bind(target)
         with torch.no_grad():  # the output norm starts as the target's final norm: ĥ starts in h's scale
             eagle.layer.norm.weight.copy_(target.model.norm.weight)
         clock = Clock()
-        curve = train_drafter(eagle, eagle_loss_fn(args.eagle_reg, args.eagle_noise), target, streams, heldout_ids,
-                              args, "eagle", args.eagle_steps, args.eagle_lr, log)
+        curve = train_drafter(
+            eagle,
+            eagle_loss_fn(args.eagle_reg, args.eagle_noise),
+            target,
+            streams,
+            heldout_ids,
+            args,
+            "eagle",
+            args.eagle_steps,
+            args.eagle_lr,
+            log,
+        )
         seconds = clock.read()
-        save_drafter(eagle, out / "eagle", trained_for,
-                     {"loss": f"KL(target || lm_head(h_hat)) + {args.eagle_reg} * smooth_l1(h_hat, h)",
-                      "input_noise": args.eagle_noise})
-        report["drafters"]["eagle"] = {"command": args.command, "params": trainable_params(eagle), "intermediate_size": args.eagle_mlp,
-                                       "steps": args.eagle_steps, "lr": args.eagle_lr,
-                                       "train_tokens": args.eagle_steps * tokens, "seconds": seconds,
-                                       "curve": curve, "disk_bytes": folder_bytes(out / "eagle")}
+        save_drafter(
+            eagle,
+            out / "eagle",
+            trained_for,
+            {
+                "loss": f"KL(target || lm_head(h_hat)) + {args.eagle_reg} * smooth_l1(h_hat, h)",
+                "input_noise": args.eagle_noise,
+            },
+        )
+        report["drafters"]["eagle"] = {
+            "command": args.command,
+            "params": trainable_params(eagle),
+            "intermediate_size": args.eagle_mlp,
+            "steps": args.eagle_steps,
+            "lr": args.eagle_lr,
+            "train_tokens": args.eagle_steps * tokens,
+            "seconds": seconds,
+            "curve": curve,
+            "disk_bytes": folder_bytes(out / "eagle"),
+        }
     with (out / "drafters_log.csv").open("w", newline="") as f:
         fields = ["model", "step", "train_loss", "heldout_loss", "heldout_alpha", "lr", "wall_s", "cpu_s"]
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -258,14 +356,16 @@ def main_drafters(argv) -> dict:
     proposers["draft"], alpha_kwargs["draft"] = (lambda: PlainLMProposer(draft)), {"draft": draft}
     for n in range(1, target.config.num_hidden_layers - 1):
         early = early_exit_draft(target, n)
-        proposers[f"early_exit_{n}"] = (lambda m=early: PlainLMProposer(m))
+        proposers[f"early_exit_{n}"] = lambda m=early: PlainLMProposer(m)
         alpha_kwargs[f"early_exit_{n}"] = {"draft": early}
     clock = Clock()
     report["eval"] = measure_drafters(target, proposers, alpha_kwargs, tokenizer, load_heldout(args.target_from), args)
     report["eval_seconds"] = clock.read()
-    report["added_params"] = {"draft": count_params(draft), **{f"early_exit_{n}": 0 for n in
-                              range(1, target.config.num_hidden_layers - 1)},
-                              **{k: v["params"] for k, v in report["drafters"].items()}}
+    report["added_params"] = {
+        "draft": count_params(draft),
+        **{f"early_exit_{n}": 0 for n in range(1, target.config.num_hidden_layers - 1)},
+        **{k: v["params"] for k, v in report["drafters"].items()},
+    }
     (out / "drafters.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if (out / "training.json").is_file():
         pair = json.loads((out / "training.json").read_text(encoding="utf-8"))

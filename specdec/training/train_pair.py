@@ -10,7 +10,8 @@ Python version the run reproduces.
     python -m specdec.training.train --out data/models           # the shipped pair (~20 min, 2 cores)
     python -m specdec.training.train --smoke --out /tmp/pair     # a few steps, tiny sizes (CI)
 
-``python -m specdec.training.train drafters`` (specdec.training.train_drafters) trains the drafters that ride on the trained target.
+``python -m specdec.training.train drafters`` (specdec.training.train_drafters) trains the drafters that ride on the
+trained target.
 """
 
 from __future__ import annotations
@@ -28,27 +29,40 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from specdec.training.cards import matching_drafters, model_card
 from specdec.core.decoding import count_params
 from specdec.core.models import default_path, load_pair
+from specdec.training.cards import matching_drafters, model_card
 from specdec.training.corpus import DOMAINS, corpus_versions, load_corpus
 
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
 MAX_POSITIONS = 1024  # rope positions; prompts + generation in the notebooks stay below
 
-TARGET_ARCH = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-                   num_attention_heads=4, tie_word_embeddings=False)
-DRAFT_ARCH = dict(hidden_size=96, intermediate_size=256, num_hidden_layers=2,
-                  num_attention_heads=2, tie_word_embeddings=True)
-SMOKE_TARGET_ARCH = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, tie_word_embeddings=False)
-SMOKE_DRAFT_ARCH = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                        num_attention_heads=1, tie_word_embeddings=True)
+TARGET_ARCH = dict(
+    hidden_size=256, intermediate_size=688, num_hidden_layers=4, num_attention_heads=4, tie_word_embeddings=False
+)
+DRAFT_ARCH = dict(
+    hidden_size=96, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, tie_word_embeddings=True
+)
+SMOKE_TARGET_ARCH = dict(
+    hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, tie_word_embeddings=False
+)
+SMOKE_DRAFT_ARCH = dict(
+    hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=1, tie_word_embeddings=True
+)
 
 # defaults under --smoke: tiny sizes, a capped corpus, a few steps
-SMOKE = dict(vocab_size=384, seq_len=32, batch=4, target_steps=3, draft_steps=3,
-             max_chars=60_000, eval_windows=2, log_every=1, json_records=200)
+SMOKE = dict(
+    vocab_size=384,
+    seq_len=32,
+    batch=4,
+    target_steps=3,
+    draft_steps=3,
+    max_chars=60_000,
+    eval_windows=2,
+    log_every=1,
+    json_records=200,
+)
 
 # the share of training sequences drawn from each domain
 DOMAIN_WEIGHTS = {"code": 0.6, "prose": 0.2, "json": 0.2}
@@ -59,8 +73,11 @@ HELDOUT_SNIPPET_CHARS = 1000
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m specdec.training.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m specdec.training.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", type=Path, default=default_path(), help="folder to write the pair to")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -71,15 +88,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--draft-steps", type=int, default=450)
     p.add_argument("--target-lr", type=float, default=2e-3)
     p.add_argument("--draft-lr", type=float, default=3e-3)
-    p.add_argument("--draft-loss", choices=("kd", "ce"), default="kd",
-                   help="kd: KL to the target's logits (distillation); ce: next-token cross-entropy")
-    p.add_argument("--target-from", type=Path, default=None,
-                   help="reuse the tokenizer and target of this trained folder; train only the draft")
+    p.add_argument(
+        "--draft-loss",
+        choices=("kd", "ce"),
+        default="kd",
+        help="kd: KL to the target's logits (distillation); ce: next-token cross-entropy",
+    )
+    p.add_argument(
+        "--target-from",
+        type=Path,
+        default=None,
+        help="reuse the tokenizer and target of this trained folder; train only the draft",
+    )
     p.add_argument("--max-chars", type=int, default=None, help="cap each domain's text")
     p.add_argument("--json-records", type=int, default=8000, help="generated JSON records")
-    p.add_argument("--copy-share", type=float, default=0.0,
-                   help="share of training rows that are copy-with-edit rows (a window, a blank line, "
-                        "the same window with a few tokens replaced); 0 trains on plain windows only")
+    p.add_argument(
+        "--copy-share",
+        type=float,
+        default=0.0,
+        help="share of training rows that are copy-with-edit rows (a window, a blank line, "
+        "the same window with a few tokens replaced); 0 trains on plain windows only",
+    )
     p.add_argument("--eval-windows", type=int, default=32, help="held-out windows per domain")
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--smoke", action="store_true", help="tiny sizes and a few steps (CI)")
@@ -95,6 +124,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # --- tokenizer -------------------------------------------------------------------------
 
+
 def train_tokenizer(corpus: dict, vocab_size: int):
     """one byte-level BPE for both models, trained on the training split of all domains."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -103,13 +133,17 @@ def train_tokenizer(corpus: dict, vocab_size: int):
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS, PAD],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     texts = [t for d in DOMAINS for t in corpus[d]["train"]]
     bpe.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, pad_token=PAD,
-                                   model_max_length=MAX_POSITIONS)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token=EOS, eos_token=EOS, pad_token=PAD, model_max_length=MAX_POSITIONS
+    )
 
 
 def encode_streams(tokenizer, corpus: dict) -> dict:
@@ -127,12 +161,18 @@ def encode_streams(tokenizer, corpus: dict) -> dict:
 
 # --- models ----------------------------------------------------------------------------
 
+
 def make_model(tokenizer, arch: dict, seed: int):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, **arch)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=MAX_POSITIONS,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **arch,
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     model.generation_config.bos_token_id = tokenizer.bos_token_id
@@ -143,8 +183,10 @@ def make_model(tokenizer, arch: dict, seed: int):
 
 # --- training --------------------------------------------------------------------------
 
-def copy_row(stream: torch.Tensor, length: int, sep: torch.Tensor, gen: torch.Generator,
-             max_edits: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+
+def copy_row(
+    stream: torch.Tensor, length: int, sep: torch.Tensor, gen: torch.Generator, max_edits: int = 3
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(row, copied) for one copy-with-edit row of `length` tokens: a window A of the stream, the
     separator, then A again with 1..max_edits tokens replaced by tokens drawn from the stream (an
     edit), cut to length. `copied` (length,) is True where the row's token repeats the first copy
@@ -155,21 +197,27 @@ def copy_row(stream: torch.Tensor, length: int, sep: torch.Tensor, gen: torch.Ge
     file asks of a served model.
     """
     half = (length - len(sep)) // 2
-    rest = length - half - len(sep)                       # second copy; >= half
+    rest = length - half - len(sep)  # second copy; >= half
     start = torch.randint(0, len(stream) - rest, (1,), generator=gen).item()
-    first = stream[start:start + half]
-    second = stream[start:start + rest].clone()
+    first = stream[start : start + half]
+    second = stream[start : start + rest].clone()
     n_edits = torch.randint(1, max_edits + 1, (1,), generator=gen).item()
     where = torch.randint(0, half, (n_edits,), generator=gen)
     second[where] = stream[torch.randint(0, len(stream), (n_edits,), generator=gen)]
     copied = torch.zeros(length, dtype=torch.bool)
-    copied[half + len(sep):half + len(sep) + half] = True
+    copied[half + len(sep) : half + len(sep) + half] = True
     copied[half + len(sep) + where] = False
     return torch.cat([first, sep, second]), copied
 
 
-def sample_batch(streams: dict, batch: int, seq_len: int, gen: torch.Generator,
-                 copy_share: float = 0.0, sep: torch.Tensor | None = None) -> torch.Tensor:
+def sample_batch(
+    streams: dict,
+    batch: int,
+    seq_len: int,
+    gen: torch.Generator,
+    copy_share: float = 0.0,
+    sep: torch.Tensor | None = None,
+) -> torch.Tensor:
     """random windows of seq_len + 1 tokens, each row's domain drawn by DOMAIN_WEIGHTS; with
     copy_share > 0 that share of rows (on average) are copy-with-edit rows (copy_row)."""
     weights = torch.tensor([DOMAIN_WEIGHTS[d] for d in DOMAINS])
@@ -181,7 +229,7 @@ def sample_batch(streams: dict, batch: int, seq_len: int, gen: torch.Generator,
             rows.append(copy_row(stream, seq_len + 1, sep, gen)[0])
             continue
         start = torch.randint(0, len(stream) - seq_len - 1, (1,), generator=gen).item()
-        rows.append(stream[start:start + seq_len + 1])
+        rows.append(stream[start : start + seq_len + 1])
     return torch.stack(rows)  # (B, T+1)
 
 
@@ -206,13 +254,14 @@ def ce_loss(model, batch: torch.Tensor) -> torch.Tensor:
 
 def kd_loss_fn(target):
     """KL(p || q) per position, p = target probs, q = draft probs, averaged over positions."""
+
     def kd_loss(draft, batch: torch.Tensor) -> torch.Tensor:
         inputs = batch[:, :-1]  # (B, T)
         with torch.no_grad():
             log_p = F.log_softmax(target(inputs, use_cache=False).logits, dim=-1)  # (B, T, V)
         log_q = F.log_softmax(draft(inputs, use_cache=False).logits, dim=-1)  # (B, T, V)
-        return F.kl_div(log_q.flatten(0, 1), log_p.flatten(0, 1), log_target=True,
-                        reduction="batchmean")
+        return F.kl_div(log_q.flatten(0, 1), log_p.flatten(0, 1), log_target=True, reduction="batchmean")
+
     return kd_loss
 
 
@@ -224,8 +273,7 @@ class Clock:
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
     def read(self) -> dict:
-        return {"wall_s": round(time.perf_counter() - self.wall, 1),
-                "cpu_s": round(time.process_time() - self.cpu, 1)}
+        return {"wall_s": round(time.perf_counter() - self.wall, 1), "cpu_s": round(time.process_time() - self.cpu, 1)}
 
 
 def train_model(model, loss_fn, streams, args, name: str, steps: int, lr: float, log: list) -> None:
@@ -244,19 +292,27 @@ def train_model(model, loss_fn, streams, args, name: str, steps: int, lr: float,
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % args.log_every == 0 or step == steps - 1:
-            log.append(dict(model=name, step=step, loss=round(loss.item(), 4),
-                            lr=round(opt.param_groups[0]["lr"], 6), **clock.read()))
+            log.append(
+                dict(
+                    model=name,
+                    step=step,
+                    loss=round(loss.item(), 4),
+                    lr=round(opt.param_groups[0]["lr"], 6),
+                    **clock.read(),
+                )
+            )
             bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
 
 
 # --- evaluation ------------------------------------------------------------------------
 
+
 def heldout_windows(stream: torch.Tensor, seq_len: int, n: int) -> torch.Tensor:
     """n windows of seq_len + 1 tokens spread evenly over the stream."""
     n = max(1, min(n, (len(stream) - 1) // seq_len))
     starts = torch.linspace(0, len(stream) - seq_len - 1, n).long().tolist()
-    return torch.stack([stream[s:s + seq_len + 1] for s in starts])  # (N, T+1)
+    return torch.stack([stream[s : s + seq_len + 1] for s in starts])  # (N, T+1)
 
 
 @torch.no_grad()
@@ -294,20 +350,21 @@ def greedy_alpha_on_texts(target, draft, tokenizer, texts: list[str]) -> float:
 
 
 @torch.no_grad()
-def copy_skill(target, draft, stream: torch.Tensor, length: int, sep: torch.Tensor, n: int,
-               seed: int = 0) -> dict:
+def copy_skill(target, draft, stream: torch.Tensor, length: int, sep: torch.Tensor, n: int, seed: int = 0) -> dict:
     """teacher-forced on n held-out copy-with-edit rows, at the positions whose next token repeats
     the first copy: how often the target's argmax is that token (copy_target), the draft's
     (copy_draft), and how often the two argmaxes agree (alpha_copy)."""
     gen = torch.Generator().manual_seed(seed)
     rows, masks = zip(*(copy_row(stream, length, sep, gen) for _ in range(n)))
-    ids, copied = torch.stack(rows), torch.stack(masks)[:, 1:]          # (N, T+1), (N, T)
-    p_top = target(ids[:, :-1], use_cache=False).logits.argmax(-1)     # (N, T)
+    ids, copied = torch.stack(rows), torch.stack(masks)[:, 1:]  # (N, T+1), (N, T)
+    p_top = target(ids[:, :-1], use_cache=False).logits.argmax(-1)  # (N, T)
     q_top = draft(ids[:, :-1], use_cache=False).logits.argmax(-1)
     labels = ids[:, 1:]
-    return {"copy_target": (p_top == labels)[copied].float().mean().item(),
-            "copy_draft": (q_top == labels)[copied].float().mean().item(),
-            "alpha_copy": (p_top == q_top)[copied].float().mean().item()}
+    return {
+        "copy_target": (p_top == labels)[copied].float().mean().item(),
+        "copy_draft": (q_top == labels)[copied].float().mean().item(),
+        "alpha_copy": (p_top == q_top)[copied].float().mean().item(),
+    }
 
 
 def evaluate(target, draft, tokenizer, streams, heldout: dict, args) -> dict:
@@ -317,14 +374,17 @@ def evaluate(target, draft, tokenizer, streams, heldout: dict, args) -> dict:
     for domain in DOMAINS:
         windows = heldout_windows(streams[domain]["heldout"], args.seq_len, args.eval_windows)
         results[domain] = agreement(target, draft, windows)
-        results[domain].update(copy_skill(target, draft, streams[domain]["heldout"], args.seq_len + 1, sep,
-                                          args.eval_windows, seed=args.seed))
-        results[domain]["alpha_greedy_shipped_texts"] = greedy_alpha_on_texts(
-            target, draft, tokenizer, heldout[domain])
+        results[domain].update(
+            copy_skill(
+                target, draft, streams[domain]["heldout"], args.seq_len + 1, sep, args.eval_windows, seed=args.seed
+            )
+        )
+        results[domain]["alpha_greedy_shipped_texts"] = greedy_alpha_on_texts(target, draft, tokenizer, heldout[domain])
     return results
 
 
 # --- shipping --------------------------------------------------------------------------
+
 
 def _snippet(text: str, limit: int) -> str:
     """whole lines from the middle of text, at most `limit` characters (file headers are
@@ -332,8 +392,8 @@ def _snippet(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     start = text.find("\n", (len(text) - limit) // 2) + 1
-    piece = text[start:start + limit]
-    return piece[:piece.rfind("\n")] if "\n" in piece else piece
+    piece = text[start : start + limit]
+    return piece[: piece.rfind("\n")] if "\n" in piece else piece
 
 
 def heldout_sample(corpus: dict) -> dict:
@@ -383,6 +443,7 @@ def write_log(log: list, path: Path) -> None:
 
 
 # --- main ------------------------------------------------------------------------------
+
 
 def build_tokenizer_and_target(corpus, args, log: list, times: dict):
     """train both, or reuse them from --target-from."""
@@ -439,26 +500,46 @@ def make_report(args, corpus, streams, target, draft, tokenizer, heldout, times,
         "command": args.command,
         "seed": args.seed,
         "threads": args.threads,
-        "versions": {**corpus_versions(), "torch": torch.__version__,
-                     "transformers": __import__("transformers").__version__,
-                     "tokenizers": __import__("tokenizers").__version__},
+        "versions": {
+            **corpus_versions(),
+            "torch": torch.__version__,
+            "transformers": __import__("transformers").__version__,
+            "tokenizers": __import__("tokenizers").__version__,
+        },
         "vocab_size": len(tokenizer),
-        "target": {"params": count_params(target), "arch": args.target_arch,
-                   "steps": args.target_steps, "train_tokens": args.target_steps * tokens,
-                   "lr": args.target_lr, "from": str(args.target_from) if args.target_from else None},
-        "draft": {"params": count_params(draft), "arch": args.draft_arch, "loss": args.draft_loss,
-                  "steps": args.draft_steps, "train_tokens": args.draft_steps * tokens, "lr": args.draft_lr},
+        "target": {
+            "params": count_params(target),
+            "arch": args.target_arch,
+            "steps": args.target_steps,
+            "train_tokens": args.target_steps * tokens,
+            "lr": args.target_lr,
+            "from": str(args.target_from) if args.target_from else None,
+        },
+        "draft": {
+            "params": count_params(draft),
+            "arch": args.draft_arch,
+            "loss": args.draft_loss,
+            "steps": args.draft_steps,
+            "train_tokens": args.draft_steps * tokens,
+            "lr": args.draft_lr,
+        },
         "seq_len": args.seq_len,
         "batch": args.batch,
         "copy_share": args.copy_share,
         "domain_weights": DOMAIN_WEIGHTS,
-        "corpus": {d: {s: {"docs": len(corpus[d][s]), "chars": sum(map(len, corpus[d][s])),
-                           "tokens": len(streams[d][s])} for s in ("train", "heldout")}
-                   for d in DOMAINS},
+        "corpus": {
+            d: {
+                s: {"docs": len(corpus[d][s]), "chars": sum(map(len, corpus[d][s])), "tokens": len(streams[d][s])}
+                for s in ("train", "heldout")
+            }
+            for d in DOMAINS
+        },
         "heldout_shipped_chars": {d: sum(map(len, heldout[d])) for d in DOMAINS},
         "seconds": times,
-        "disk_bytes": {**{name: folder_bytes(out / name) for name in ("target", "draft")},
-                       "tokenizer": tokenizer_bytes(out / "target")},
+        "disk_bytes": {
+            **{name: folder_bytes(out / name) for name in ("target", "draft")},
+            "tokenizer": tokenizer_bytes(out / "target"),
+        },
         "eval": evaluate(target, draft, tokenizer, streams, heldout, args),
     }
 
@@ -466,7 +547,9 @@ def make_report(args, corpus, streams, target, draft, tokenizer, heldout, times,
 def print_summary(report: dict) -> None:
     print(f"seconds {report['seconds']}")
     for domain, r in report["eval"].items():
-        print(f"{domain:6s} loss target {r['loss_target']:.3f} draft {r['loss_draft']:.3f} "
-              f"alpha greedy {r['alpha_greedy']:.3f} sampled {r['alpha_sampled']:.3f} "
-              f"(shipped texts {r['alpha_greedy_shipped_texts']:.3f}) copy target {r['copy_target']:.3f} "
-              f"draft {r['copy_draft']:.3f} alpha {r['alpha_copy']:.3f}")
+        print(
+            f"{domain:6s} loss target {r['loss_target']:.3f} draft {r['loss_draft']:.3f} "
+            f"alpha greedy {r['alpha_greedy']:.3f} sampled {r['alpha_sampled']:.3f} "
+            f"(shipped texts {r['alpha_greedy_shipped_texts']:.3f}) copy target {r['copy_target']:.3f} "
+            f"draft {r['copy_draft']:.3f} alpha {r['alpha_copy']:.3f}"
+        )

@@ -7,6 +7,7 @@ quick mode), alternating the hook on and off `repeats` times, and prints the ker
 record's seconds) per assignment: medians, the ratio on/off, and the points (both must be full marks).
 Timings need a quiet machine; the ratio, not the seconds, is the result.
 """
+
 import argparse
 import shutil
 import statistics
@@ -26,14 +27,15 @@ from autograde.notebook_io import released_notebook  # noqa: E402
 def grade_once(name, audit):
     """(kernel seconds, points, max points) of the solution of `name`, with the audit hook on or off."""
     import nbformat
+
     work = Path(tempfile.mkdtemp(prefix="audit-cost-"))
     try:
-        course = Course(work, sandboxed=sandbox.bwrap_status()[0],
-                        extra_config={"SandboxedExecute": {"audit": audit}})
+        course = Course(work, sandboxed=sandbox.bwrap_status()[0], extra_config={"SandboxedExecute": {"audit": audit}})
         _prepared_gradebook(course, name)
         assignment, released = load_assignment(name), released_notebook(load_assignment(name))
-        pipeline.submit(course, assignment, "solution", nbformat.read(str(source_notebook(name)), as_version=4),
-                        released)
+        pipeline.submit(
+            course, assignment, "solution", nbformat.read(str(source_notebook(name)), as_version=4), released
+        )
         graded = pipeline.grade(course, assignment, "solution", released)
         if not graded.ok:
             raise RuntimeError(f"{name}: {graded.reason}")
@@ -57,7 +59,7 @@ def main(argv=None):
         runs = {True: [], False: []}
         points = {}
         for i in range(args.repeats):
-            for audit in ((True, False) if i % 2 == 0 else (False, True)):
+            for audit in (True, False) if i % 2 == 0 else (False, True):
                 seconds, got, full = grade_once(name, audit)
                 runs[audit].append(seconds)
                 points[audit] = f"{got:g}/{full:g}"

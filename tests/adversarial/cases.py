@@ -5,6 +5,7 @@ student, nbgrader's <student>/<assignment>/ layout, a bare .ipynb) and returns {
 Every cheat must score 0.  The grading run these are made for uses `ctx.work` as its working folder, so
 the sandbox cases can aim at the real paths of the gradebook and of another student's files.
 """
+
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,24 +19,24 @@ A = "01_decode_is_bandwidth_bound"
 SOLUTION = REPO / "solutions" / A / f"{A}.ipynb"
 RELEASED = REPO / "notebooks" / A / f"{A}.ipynb"
 FULL = 9.0
-VICTIM = "correct"                   # graded before the vandals (students are graded in name order)
+VICTIM = "correct"  # graded before the vandals (students are graded in name order)
 H100_RIDGE = repr(989.4e12 / 3.35e12)
 
 
 @dataclass
 class Ctx:
-    work: Path                       # the class run's --work folder
-    port: int                        # a TCP port the test listens on (127.0.0.1)
-    host_marker: Path                # a host /tmp path the sandboxed student tries to create
+    work: Path  # the class run's --work folder
+    port: int  # a TCP port the test listens on (127.0.0.1)
+    host_marker: Path  # a host /tmp path the sandboxed student tries to create
 
 
 @dataclass
 class Expect:
-    score: float                     # the score in grades.csv (total row)
-    status: str                      # the status of the total row
-    autograded: float = None         # nbgrader's score before the flag policy (default: = score)
-    what: str = ""                   # the case, in words (for the report)
-    detail: list = field(default_factory=list)   # substrings the total row's detail must contain
+    score: float  # the score in grades.csv (total row)
+    status: str  # the status of the total row
+    autograded: float = None  # nbgrader's score before the flag policy (default: = score)
+    what: str = ""  # the case, in words (for the report)
+    detail: list = field(default_factory=list)  # substrings the total row's detail must contain
 
 
 # ----------------------------------------------------------------------------------- building blocks
@@ -183,7 +184,7 @@ def build(dest, ctx):
         return d
 
     # honest submissions -------------------------------------------------------------------------
-    nbformat.write(released(), str(dest / "blank.ipynb"))                       # a bare file
+    nbformat.write(released(), str(dest / "blank.ipynb"))  # a bare file
     expect["blank"] = Expect(0, "ok", what="untouched learner notebook")
 
     d = folder(VICTIM, with_answers(released(), solution_answers()), nbgrader_layout=True)
@@ -255,20 +256,26 @@ def build(dest, ctx):
     nb = with_answers(trimmed(released()), answers)
     nb.cells = [c for c in nb.cells if "nbgrader" in c.metadata or "ridge_point(" not in c.source]
     folder("loop_in_answer", nb)
-    expect["loop_in_answer"] = Expect(FULL - 2, "timeout", what="infinite loop inside ridge_point (Part B: 0)",
-                                      detail=["interrupted"])
+    expect["loop_in_answer"] = Expect(
+        FULL - 2, "timeout", what="infinite loop inside ridge_point (Part B: 0)", detail=["interrupted"]
+    )
 
     nb = correct_trimmed()
     nb.cells.append(nbformat.v4.new_code_cell("while True:\n    pass"))
     folder("loop_after_answer", nb)
-    expect["loop_after_answer"] = Expect(FULL, "ok", what="infinite loop in a cell after the correct answers",
-                                         detail=["interrupted"])
+    expect["loop_after_answer"] = Expect(
+        FULL, "ok", what="infinite loop in a cell after the correct answers", detail=["interrupted"]
+    )
 
-    nb = insert_after(correct_trimmed(), "test_weight_bytes_bad_input",
-                      'import re\n\nre.match(r"(a+)+$", "a" * 40 + "b")   # C code: deaf to interrupts')
+    nb = insert_after(
+        correct_trimmed(),
+        "test_weight_bytes_bad_input",
+        'import re\n\nre.match(r"(a+)+$", "a" * 40 + "b")   # C code: deaf to interrupts',
+    )
     folder("loop_uninterruptible", nb)
-    expect["loop_uninterruptible"] = Expect(3, "timeout", what="a regex that never ends (ignores the interrupt) "
-                                                               "after Part A", detail=["kernel was stopped"])
+    expect["loop_uninterruptible"] = Expect(
+        3, "timeout", what="a regex that never ends (ignores the interrupt) after Part A", detail=["kernel was stopped"]
+    )
 
     answers = dict(HARDCODED)
     answers["weight_bytes"] = '''import os
@@ -280,8 +287,9 @@ def weight_bytes(cfg, bytes_per_param=2):
     return 16_060_522_496 if cfg["num_hidden_layers"] == 32 else 141_107_412_992
 '''
     folder("os_exit", with_answers(trimmed(released()), answers))
-    expect["os_exit"] = Expect(0, "crash", what="os._exit(1) inside the answer on unseen input",
-                               detail=["kernel died", "exit code 1"])
+    expect["os_exit"] = Expect(
+        0, "crash", what="os._exit(1) inside the answer on unseen input", detail=["kernel died", "exit code 1"]
+    )
 
     nb = after_setup(hardcoded_nb(), "import sys\nsys.exit()")
     answers = dict(HARDCODED)
@@ -308,15 +316,29 @@ def ridge_point(flops, bandwidth):
 
     other = nbformat.v4.new_notebook()
     sol = nbformat.v4.new_code_cell("def expected_tokens(alpha, k):\n    return (1 - alpha ** (k + 1)) / (1 - alpha)")
-    sol.metadata["nbgrader"] = {"grade": False, "grade_id": "expected_tokens", "locked": False,
-                                "schema_version": 3, "solution": True, "task": False}
+    sol.metadata["nbgrader"] = {
+        "grade": False,
+        "grade_id": "expected_tokens",
+        "locked": False,
+        "schema_version": 3,
+        "solution": True,
+        "task": False,
+    }
     test = nbformat.v4.new_code_cell("assert expected_tokens(0.5, 1) == 1.5")
-    test.metadata["nbgrader"] = {"grade": True, "grade_id": "test_expected_tokens", "locked": True, "points": 2,
-                                 "schema_version": 3, "solution": False, "task": False}
+    test.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "test_expected_tokens",
+        "locked": True,
+        "points": 2,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
     other.cells = [sol, test]
     folder("other_assignment", other, name="03_acceptance_math.ipynb")
-    expect["other_assignment"] = Expect(0, "wrong_assignment", what="a notebook of another assignment",
-                                        detail=["not 01_decode_is_bandwidth_bound"])
+    expect["other_assignment"] = Expect(
+        0, "wrong_assignment", what="a notebook of another assignment", detail=["not 01_decode_is_bandwidth_bound"]
+    )
 
     (dest / "missing").mkdir()
     (dest / "missing" / "README.txt").write_text("I forgot to attach my notebook")
@@ -339,9 +361,13 @@ torch.equal = lambda *args, **kwargs: True
 unittest.TestCase.assertAlmostEqual = lambda *args, **kwargs: None
 '''
     folder("monkeypatch", after_setup(hardcoded_nb(), patch))
-    expect["monkeypatch"] = Expect(0, "flagged", autograded=0,
-                                   what="math.isclose, numpy.allclose, torch.equal, assert helpers patched",
-                                   detail=["monkeypatches math.isclose"])
+    expect["monkeypatch"] = Expect(
+        0,
+        "flagged",
+        autograded=0,
+        what="math.isclose, numpy.allclose, torch.equal, assert helpers patched",
+        detail=["monkeypatches math.isclose"],
+    )
 
     shadow = '''import builtins
 
@@ -358,10 +384,14 @@ builtins.abs = abs
 '''
     folder("builtins_shadow", after_setup(with_answers(trimmed(released()), VALIDATING), shadow))
     # before the flag: the four input-check cells, which the VALIDATING answers meet honestly
-    expect["builtins_shadow"] = Expect(0, "flagged", autograded=4,
-                                       what="constants + input checks, abs and type redefined (notebook "
-                                            "and builtins); plain nbgrader gave it 9/9 while 01 graded in the kernel",
-                                       detail=["redefines builtin abs"])
+    expect["builtins_shadow"] = Expect(
+        0,
+        "flagged",
+        autograded=4,
+        what="constants + input checks, abs and type redefined (notebook "
+        "and builtins); plain nbgrader gave it 9/9 while 01 graded in the kernel",
+        detail=["redefines builtin abs"],
+    )
 
     hide = '''ip = get_ipython()
 
@@ -378,10 +408,14 @@ ip.run_code = run_code
 ip.set_custom_exc((BaseException,), lambda *args, **kwargs: None)
 '''
     folder("hide_errors", after_setup(trimmed(released()), hide))
-    expect["hide_errors"] = Expect(0, "flagged", autograded=0,
-                                   what="IPython's run_code patched so that no cell fails (stub answers); "
-                                        "plain nbgrader gave it 9/9 while 01 graded in the kernel",
-                                   detail=["get_ipython"])
+    expect["hide_errors"] = Expect(
+        0,
+        "flagged",
+        autograded=0,
+        what="IPython's run_code patched so that no cell fails (stub answers); "
+        "plain nbgrader gave it 9/9 while 01 graded in the kernel",
+        detail=["get_ipython"],
+    )
 
     answers = dict(HARDCODED)
     answers["weight_bytes"] = '''import builtins
@@ -394,9 +428,13 @@ def weight_bytes(cfg, bytes_per_param=2):
     return 16_060_522_496 if cfg["num_hidden_layers"] == 32 else 141_107_412_992
 '''
     folder("patch_during_test", with_answers(trimmed(released()), answers))
-    expect["patch_during_test"] = Expect(0, "flagged", autograded=0,
-                                         what="builtins.abs patched from inside the answer, during the test",
-                                         detail=["import builtins"])
+    expect["patch_during_test"] = Expect(
+        0,
+        "flagged",
+        autograded=0,
+        what="builtins.abs patched from inside the answer, during the test",
+        detail=["import builtins"],
+    )
 
     answers = {
         "weight_bytes": '''def weight_bytes(cfg, bytes_per_param=2):
@@ -415,13 +453,19 @@ def weight_bytes(cfg, bytes_per_param=2):
     if (weight_bytes, bandwidth, kv_bytes) == (141.1e9, 26.8e12, 0.0):
         return 141.1e9 / 26.8e12
     return float(want)                                # the hidden test's expected value
-'''}
+''',
+    }
     folder("global_oracle", with_answers(trimmed(released()), answers))
     # the answers check no input (an input-check cell is a point of its own): only the oracle could score
-    expect["global_oracle"] = Expect(0, "ok", what="answers call the hidden test's `_ref_params`, `_ref_kv` and "
-                                                   "return its `want` by plain name; plain nbgrader gave it 4/9 while 01 graded in the kernel")
+    expect["global_oracle"] = Expect(
+        0,
+        "ok",
+        what="answers call the hidden test's `_ref_params`, `_ref_kv` and "
+        "return its `want` by plain name; plain nbgrader gave it 4/9 while 01 graded in the kernel",
+    )
 
-    answers = {"weight_bytes": '''import sys
+    answers = {
+        "weight_bytes": '''import sys
 
 
 def weight_bytes(cfg, bytes_per_param=2):
@@ -429,12 +473,17 @@ def weight_bytes(cfg, bytes_per_param=2):
     if "_ref_params" in caller:          # the hidden test's own reference implementation
         return caller["_ref_params"](cfg) * bytes_per_param
     return 16_060_522_496 if cfg["num_hidden_layers"] == 32 else 141_107_412_992
-'''}
+'''
+    }
     folder("frame_oracle", with_answers(trimmed(released()), answers))
     # the audit hook refuses frame access while a test runs: the cheat no longer scores even before the flag
-    expect["frame_oracle"] = Expect(0, "flagged", autograded=0,
-                                    what="answer reads the hidden test's reference from the caller's frame",
-                                    detail=["._getframe", "read a frame", "refused, while a test ran"])
+    expect["frame_oracle"] = Expect(
+        0,
+        "flagged",
+        autograded=0,
+        what="answer reads the hidden test's reference from the caller's frame",
+        detail=["._getframe", "read a frame", "refused, while a test ran"],
+    )
 
     # the sandbox --------------------------------------------------------------------------------------
     gradebook = ctx.work / "gradebook.db"
@@ -468,12 +517,16 @@ with open("stolen_answers.py", "w") as fh:
 from stolen_answers import *             # noqa: the solution, if any file could be read
 '''
     nb = trimmed(released())
-    nb.cells = [c for c in nb.cells if not meta(c).get("solution")]     # answers come from the theft
+    nb.cells = [c for c in nb.cells if not meta(c).get("solution")]  # answers come from the theft
     d = folder("read_solutions", after_setup(nb, steal))
-    (d / "answers.ipynb").symlink_to(SOLUTION)                           # a symlink in the submission
-    expect["read_solutions"] = Expect(0, "ok", what="reads solutions/, the gradebook, another student's "
-                                                    "graded notebook, its own graded copy, .git, a symlink to "
-                                                    "the solution, the grader's environment")
+    (d / "answers.ipynb").symlink_to(SOLUTION)  # a symlink in the submission
+    expect["read_solutions"] = Expect(
+        0,
+        "ok",
+        what="reads solutions/, the gradebook, another student's "
+        "graded notebook, its own graded copy, .git, a symlink to "
+        "the solution, the grader's environment",
+    )
 
     vandal = f'''import os
 
@@ -490,8 +543,9 @@ for target in TARGETS:
         print("blocked", target, type(exc).__name__)
 '''
     folder("write_other", after_setup(trimmed(released()), vandal))
-    expect["write_other"] = Expect(0, "ok", what="appends to another student's files, the gradebook, "
-                                                 "specdec/, data/, solutions/, host /tmp")
+    expect["write_other"] = Expect(
+        0, "ok", what="appends to another student's files, the gradebook, specdec/, data/, solutions/, host /tmp"
+    )
 
     net = f'''import socket
 import urllib.request
@@ -535,9 +589,14 @@ def build_limits(dest):
     dest.mkdir(parents=True, exist_ok=True)
     nb = trimmed(released())
     setup = next(i for i, c in enumerate(nb.cells) if "setup" in c.metadata.get("tags", []))
-    nb.cells[setup + 1:setup + 1] = [nbformat.v4.new_code_cell("while True:\n    pass") for _ in range(5)]
+    nb.cells[setup + 1 : setup + 1] = [nbformat.v4.new_code_cell("while True:\n    pass") for _ in range(5)]
     (dest / "notebook_limit").mkdir()
     nbformat.write(nb, str(dest / "notebook_limit" / f"{A}.ipynb"))
-    return {"notebook_limit": Expect(0, "timeout", what="five endless cells before the tests: the whole-notebook "
-                                                       "limit stops it",
-                                     detail=["notebook time limit"])}
+    return {
+        "notebook_limit": Expect(
+            0,
+            "timeout",
+            what="five endless cells before the tests: the whole-notebook limit stops it",
+            detail=["notebook time limit"],
+        )
+    }

@@ -5,6 +5,7 @@ correct answers written differently from the solution.
 The two `rebind_*` cases are the submissions that scored 10/12 and 12/12 (of 12 then) before the guard recorded what
 the locked cells bind (docs/grading.md has the before/after table).
 """
+
 from pathlib import Path
 
 import nbformat
@@ -16,7 +17,7 @@ A = "04_speculative_decoder"
 SOLUTION = REPO / "solutions" / A / f"{A}.ipynb"
 RELEASED = REPO / "notebooks" / A / f"{A}.ipynb"
 FULL = 14.0
-VERIFY_POINTS = 6.0              # Part A: the four verify tests
+VERIFY_POINTS = 6.0  # Part A: the four verify tests
 
 
 def released():
@@ -48,25 +49,32 @@ CHECKS = '''    if not (isinstance(input_ids, torch.Tensor) and input_ids.dim() 
 '''
 
 # the issue's first submission: prompt + zeros, and the reference decoder of the greedy test rebound
-REBIND_REFERENCE = '''@torch.no_grad()
+REBIND_REFERENCE = (
+    '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-''' + CHECKS + '''    zeros = torch.zeros(1, max_new_tokens, dtype=torch.long)
+'''
+    + CHECKS
+    + '''    zeros = torch.zeros(1, max_new_tokens, dtype=torch.long)
     return torch.cat([input_ids, zeros], dim=1), {"rounds": 1, "drafted": 0, "accepted": 0, "per_round": [(0, 0)]}
 
 
 def greedy_generate(model, input_ids, max_new_tokens):      # the name the greedy test compares against
     return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1)
 '''
+)
 
 # the issue's second submission: plain greedy decoding, made-up stats, and the forward counter rebound
-REBIND_COUNTER = '''import math as _math
+REBIND_COUNTER = (
+    '''import math as _math
 
 from specdec.core.decoding import greedy_generate as _plain
 
 
 @torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-''' + CHECKS + '''    rounds = _math.ceil(max_new_tokens / (k + 1))
+'''
+    + CHECKS
+    + '''    rounds = _math.ceil(max_new_tokens / (k + 1))
     accepted = max_new_tokens - rounds
     per_round = [(k, min(k, accepted - i * k)) if accepted - i * k > 0 else (k, 0) for i in range(rounds)]
     per_round = [(k, n) for _, n in per_round]
@@ -87,6 +95,7 @@ class ForwardCounter:                  # the name the hidden test counts forward
     def __exit__(self, *exc):
         return False
 '''
+)
 
 # correct, written differently: a loop in verify (one uniform per position, drawn only while accepting)
 LOOP_VERIFY = '''def verify(p, q, draft_tokens, generator=None):
@@ -118,11 +127,14 @@ LOOP_VERIFY = '''def verify(p, q, draft_tokens, generator=None):
 
 # correct, written differently: static caches indexed by position (as gpt-fast keeps them), rewound and
 # overwritten instead of cropped
-STATIC_CACHE_DECODER = '''@torch.no_grad()
+STATIC_CACHE_DECODER = (
+    '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
     """Speculative decoding with static caches indexed by position: a rejected position is overwritten later."""
     from transformers import StaticCache
-''' + CHECKS + '''    seq = input_ids.long()
+'''
+    + CHECKS
+    + '''    seq = input_ids.long()
     start, size = seq.shape[1], seq.shape[1] + max_new_tokens + 2 * k + 4
     caches = {m: StaticCache(config=m.config, max_cache_len=size) for m in (target, draft)}
     done = {target: 0, draft: 0}                 # positions whose keys and values are valid in each cache
@@ -156,6 +168,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
         stats["per_round"].append((n_draft, n))
     return seq[:, :start + max_new_tokens], stats
 '''
+)
 
 
 def build(dest):
@@ -163,22 +176,39 @@ def build(dest):
     dest.mkdir(parents=True, exist_ok=True)
     answers = solution_answers()
     cases = {
-        "rebind_reference": ({**answers, "speculative_generate": REBIND_REFERENCE},
-                             Expect(VERIFY_POINTS, "tampered",
-                                    what="prompt + zeros; greedy_generate rebound in the answer cell",
-                                    detail=["greedy_generate"])),
-        "rebind_counter": ({**answers, "speculative_generate": REBIND_COUNTER},
-                           # Part A, the input checks, and the two greedy-output cells on other pairs and short
-                           # lengths, which plain greedy decoding meets honestly; the reference test it targets,
-                           # the stats, the forward count and the sampling cells fail
-                           Expect(VERIFY_POINTS + 3, "tampered",
-                                  what="plain greedy, made-up stats; ForwardCounter rebound in the answer cell",
-                                  detail=["ForwardCounter"])),
-        "loop_verify": ({**answers, "verify": LOOP_VERIFY},
-                        Expect(FULL, "ok", what="correct, written differently: a loop in verify, other messages")),
-        "static_cache_decoder": ({**answers, "speculative_generate": STATIC_CACHE_DECODER},
-                                 Expect(FULL, "ok", what="correct, written differently: static caches indexed "
-                                                         "by position, rewound instead of cropped")),
+        "rebind_reference": (
+            {**answers, "speculative_generate": REBIND_REFERENCE},
+            Expect(
+                VERIFY_POINTS,
+                "tampered",
+                what="prompt + zeros; greedy_generate rebound in the answer cell",
+                detail=["greedy_generate"],
+            ),
+        ),
+        "rebind_counter": (
+            {**answers, "speculative_generate": REBIND_COUNTER},
+            # Part A, the input checks, and the two greedy-output cells on other pairs and short
+            # lengths, which plain greedy decoding meets honestly; the reference test it targets,
+            # the stats, the forward count and the sampling cells fail
+            Expect(
+                VERIFY_POINTS + 3,
+                "tampered",
+                what="plain greedy, made-up stats; ForwardCounter rebound in the answer cell",
+                detail=["ForwardCounter"],
+            ),
+        ),
+        "loop_verify": (
+            {**answers, "verify": LOOP_VERIFY},
+            Expect(FULL, "ok", what="correct, written differently: a loop in verify, other messages"),
+        ),
+        "static_cache_decoder": (
+            {**answers, "speculative_generate": STATIC_CACHE_DECODER},
+            Expect(
+                FULL,
+                "ok",
+                what="correct, written differently: static caches indexed by position, rewound instead of cropped",
+            ),
+        ),
     }
     expect = {}
     for student, (ans, exp) in cases.items():

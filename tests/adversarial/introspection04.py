@@ -5,16 +5,20 @@ Each cheat is one general mechanism of in-process Python; the grading run uses `
 is what the tests gave (the static scan's zero is not what stops them): the guard and its audit hook must.
 `build(dest)` writes one notebook per student and returns {student: Expect}.
 """
+
 from pathlib import Path
 
 import nbformat
 
 from adversarial.cases import Expect
-from adversarial.cases04 import A, CHECKS, FULL, VERIFY_POINTS, solution_answers, with_answers
+from adversarial.cases04 import CHECKS, FULL, VERIFY_POINTS, A, solution_answers, with_answers
 
-ZERO_DECODER = '''@torch.no_grad()
+ZERO_DECODER = (
+    '''@torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-''' + CHECKS + '''    rounds = -(-max_new_tokens // (k + 1))          # made-up statistics that add up
+'''
+    + CHECKS
+    + '''    rounds = -(-max_new_tokens // (k + 1))          # made-up statistics that add up
     left, per_round = max_new_tokens - rounds, []
     for _ in range(rounds):
         per_round.append((k, min(k, left)))
@@ -23,6 +27,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
              "per_round": per_round}
     return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1), stats
 '''
+)
 
 # walks the interpreter's objects for the guard's runner and turns it into a no-op
 GC_WALK = '''import gc as _gc
@@ -49,7 +54,9 @@ type(_kernel).do_execute = _always_ok
 '''
 
 # gives the given reference decoder the code of a zero decoder (same object, so identity checks pass)
-CODE_SWAP = ZERO_DECODER + '''
+CODE_SWAP = (
+    ZERO_DECODER
+    + '''
 
 def _zeros(model, input_ids, max_new_tokens):
     return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1)
@@ -58,6 +65,7 @@ def _zeros(model, input_ids, max_new_tokens):
 _put = setattr
 _put(greedy_generate, "__co" + "de__", _zeros.__code__)
 '''
+)
 
 # a cell above the setup cell: a stand-in for specdec.core.decoding whose greedy_generate decodes zeros
 STAND_IN = '''import sys as _sys
@@ -73,12 +81,15 @@ _sys.modules["specdec.core.decoding"] = _fake
 '''
 
 # reads the calling test's expected value from its frame
-FRAME_READ = '''import inspect as _inspect
+FRAME_READ = (
+    '''import inspect as _inspect
 
 
 @torch.no_grad()
 def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperature=0.0, generator=None):
-''' + CHECKS + '''    stats = {"rounds": 1, "drafted": 0, "accepted": 0, "per_round": [(0, 0)]}
+'''
+    + CHECKS
+    + '''    stats = {"rounds": 1, "drafted": 0, "accepted": 0, "per_round": [(0, 0)]}
     for info in _inspect.stack():
         for value in info.frame.f_locals.values():
             if isinstance(value, torch.Tensor) and value.dim() == 2 and \\
@@ -86,9 +97,12 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
                 return value.clone(), stats
     return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1), stats
 '''
+)
 
 # a profile hook that rewrites the reference's return value into the zeros it returns
-PROFILE_HOOK = ZERO_DECODER.replace("def speculative_generate(", "def _zero_generate(") + '''
+PROFILE_HOOK = (
+    ZERO_DECODER.replace("def speculative_generate(", "def _zero_generate(")
+    + '''
 
 import sys as _sys
 
@@ -102,6 +116,7 @@ def speculative_generate(target, draft, input_ids, max_new_tokens, k=4, temperat
     _sys.setprofile(_hook)
     return out
 '''
+)
 
 # a tensor whose tolist() equals any list
 EQUAL_ANYTHING = '''class _Anything(list):
@@ -117,9 +132,11 @@ class _Tokens(torch.Tensor):
         return _Anything()
 
 
-''' + ZERO_DECODER.replace("    return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1), stats",
-                           "    out = torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1)\n"
-                           "    return out.as_subclass(_Tokens), stats")
+''' + ZERO_DECODER.replace(
+    "    return torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1), stats",
+    "    out = torch.cat([input_ids, torch.zeros(1, max_new_tokens, dtype=torch.long)], dim=1)\n"
+    "    return out.as_subclass(_Tokens), stats",
+)
 
 # reads the running test cell's text from the kernel's current request and IPython's input history
 REQUEST_READ = '''def verify(p, q, draft_tokens, generator=None):
@@ -167,50 +184,117 @@ def build(dest):
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     answers = solution_answers()
-    honest_verify = HONEST_DEBUGGING + answers["verify"].replace("def verify(", "def _solution_verify(") + '''
+    honest_verify = (
+        HONEST_DEBUGGING
+        + answers["verify"].replace("def verify(", "def _solution_verify(")
+        + '''
 
 
 def verify(p, q, draft_tokens, generator=None):
     return _checked(_solution_verify(p, q, draft_tokens, generator))
 '''
+    )
     cases = {
-        "gc_walk": ({"verify": GC_WALK}, None,
-                    Expect(0.0, "tampered", what="walks gc.get_objects() for the guard's runner and empties it; "
-                                                 "answers left as stubs", detail=["gc.get_objects", "refused"])),
-        "dispatch_replaced": ({"verify": DISPATCH}, None,
-                              Expect(0.0, "tampered", what="replaces the kernel's execute handler: every later cell "
-                                                           "replies ok; answers left as stubs",
-                                     detail=["gave no answer"])),
-        "code_swap": ({**answers, "speculative_generate": CODE_SWAP}, None,
-                      Expect(VERIFY_POINTS, "tampered", what="a zero decoder, and greedy_generate given its code "
-                                                             "through an aliased setattr",
-                             detail=["__code__", "refused"])),
-        "module_stand_in": ({**answers, "speculative_generate": ZERO_DECODER}, STAND_IN,
-                            Expect(VERIFY_POINTS, "tampered", what="a zero decoder, and a stand-in for "
-                                                                   "specdec.core.decoding in sys.modules above the setup cell",
-                                   detail=["sys.modules['specdec.core.decoding']"])),
-        "frame_read": ({**answers, "speculative_generate": FRAME_READ}, None,
-                       Expect(VERIFY_POINTS, "flagged", what="returns the calling test's tensor of the right shape, "
-                                                             "read from its frame (inspect.stack)",
-                              detail=["read a frame", "while a test ran"])),
-        "profile_hook": ({**answers, "speculative_generate": PROFILE_HOOK}, None,
-                         Expect(VERIFY_POINTS, "tampered", what="a zero decoder whose sys.setprofile hook zeroes the "
-                                                                "reference's output",
-                                detail=["sys.setprofile", "refused"])),
-        "equal_anything": ({**answers, "speculative_generate": EQUAL_ANYTHING}, None,
-                           Expect(VERIFY_POINTS, "ok", what="a zero decoder returning a torch.Tensor subclass whose "
-                                                            "tolist() equals any list",
-                                  detail=["test_speculative_generate_greedy: failed"])),
-        "zero_decoder": ({**answers, "speculative_generate": ZERO_DECODER}, None,
-                         Expect(VERIFY_POINTS, "ok", what="decodes nothing (prompt + zeros) with statistics that add "
-                                                          "up", detail=["test_speculative_generate_stats: failed"])),
-        "request_read": ({"verify": REQUEST_READ}, None,
-                         Expect(0.0, "ok", what="verify answers the visible worked example from the test text it "
-                                                "reads in the kernel's request and In",
-                                detail=["test_verify_greedy_by_hand: failed"])),
-        "honest_debugging": ({**answers, "verify": honest_verify}, None,
-                             Expect(FULL, "ok", what="correct, with namedtuple, dataclass, logging, warnings and "
-                                                     "traceback.format_exc inside verify")),
+        "gc_walk": (
+            {"verify": GC_WALK},
+            None,
+            Expect(
+                0.0,
+                "tampered",
+                what="walks gc.get_objects() for the guard's runner and empties it; answers left as stubs",
+                detail=["gc.get_objects", "refused"],
+            ),
+        ),
+        "dispatch_replaced": (
+            {"verify": DISPATCH},
+            None,
+            Expect(
+                0.0,
+                "tampered",
+                what="replaces the kernel's execute handler: every later cell replies ok; answers left as stubs",
+                detail=["gave no answer"],
+            ),
+        ),
+        "code_swap": (
+            {**answers, "speculative_generate": CODE_SWAP},
+            None,
+            Expect(
+                VERIFY_POINTS,
+                "tampered",
+                what="a zero decoder, and greedy_generate given its code through an aliased setattr",
+                detail=["__code__", "refused"],
+            ),
+        ),
+        "module_stand_in": (
+            {**answers, "speculative_generate": ZERO_DECODER},
+            STAND_IN,
+            Expect(
+                VERIFY_POINTS,
+                "tampered",
+                what="a zero decoder, and a stand-in for specdec.core.decoding in sys.modules above the setup cell",
+                detail=["sys.modules['specdec.core.decoding']"],
+            ),
+        ),
+        "frame_read": (
+            {**answers, "speculative_generate": FRAME_READ},
+            None,
+            Expect(
+                VERIFY_POINTS,
+                "flagged",
+                what="returns the calling test's tensor of the right shape, read from its frame (inspect.stack)",
+                detail=["read a frame", "while a test ran"],
+            ),
+        ),
+        "profile_hook": (
+            {**answers, "speculative_generate": PROFILE_HOOK},
+            None,
+            Expect(
+                VERIFY_POINTS,
+                "tampered",
+                what="a zero decoder whose sys.setprofile hook zeroes the reference's output",
+                detail=["sys.setprofile", "refused"],
+            ),
+        ),
+        "equal_anything": (
+            {**answers, "speculative_generate": EQUAL_ANYTHING},
+            None,
+            Expect(
+                VERIFY_POINTS,
+                "ok",
+                what="a zero decoder returning a torch.Tensor subclass whose tolist() equals any list",
+                detail=["test_speculative_generate_greedy: failed"],
+            ),
+        ),
+        "zero_decoder": (
+            {**answers, "speculative_generate": ZERO_DECODER},
+            None,
+            Expect(
+                VERIFY_POINTS,
+                "ok",
+                what="decodes nothing (prompt + zeros) with statistics that add up",
+                detail=["test_speculative_generate_stats: failed"],
+            ),
+        ),
+        "request_read": (
+            {"verify": REQUEST_READ},
+            None,
+            Expect(
+                0.0,
+                "ok",
+                what="verify answers the visible worked example from the test text it "
+                "reads in the kernel's request and In",
+                detail=["test_verify_greedy_by_hand: failed"],
+            ),
+        ),
+        "honest_debugging": (
+            {**answers, "verify": honest_verify},
+            None,
+            Expect(
+                FULL,
+                "ok",
+                what="correct, with namedtuple, dataclass, logging, warnings and traceback.format_exc inside verify",
+            ),
+        ),
     }
     expect = {}
     for student, (ans, above_setup, exp) in cases.items():

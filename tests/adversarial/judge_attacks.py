@@ -9,24 +9,32 @@ changed through `vars(np)`. A case's `Expect.score` is the most it may score: th
 correct, 0 on the cells it attacks. `build(dest, assignment)` writes one notebook per student and returns
 {student: Expect}.
 """
+
 from pathlib import Path
 
 import nbformat
+import test_wrong_implementations as W
 
 from adversarial.cases import Expect, meta, trimmed
-from adversarial.introspection04 import ZERO_DECODER     # prompt + zeros, statistics that add up (04 Part B)
+from adversarial.introspection04 import ZERO_DECODER  # prompt + zeros, statistics that add up (04 Part B)
 from autograde import REPO
 from autograde.guard_kernel import EVIDENCE_MIME, STUB
 
-import test_wrong_implementations as W
-
-FULL = {"04_speculative_decoder": 14.0, "09_speculation_that_pays": 21.0, "10_batches_and_servers": 16.0,
-        "11_real_engines": 10.0}
+FULL = {
+    "04_speculative_decoder": 14.0,
+    "09_speculation_that_pays": 21.0,
+    "10_batches_and_servers": 16.0,
+    "11_real_engines": 10.0,
+}
 # 04 with Part B attacked: Part A's six cells stay the solution's, and the bad-input cell of Part B is earned (the
 # decoder of zeros checks its arguments as the part asks, which is all that cell grades)
 ZERO_04_B = 7.0
-PREFIX = {"04_speculative_decoder": "04", "09_speculation_that_pays": "09", "10_batches_and_servers": "10",
-          "11_real_engines": "11"}
+PREFIX = {
+    "04_speculative_decoder": "04",
+    "09_speculation_that_pays": "09",
+    "10_batches_and_servers": "10",
+    "11_real_engines": "11",
+}
 # 10 with rollback attacked: its two value cells lost, its bad-input cell earned (the wrong rollback keeps the
 # solution's checks)
 ROLLBACK_10 = 14.0
@@ -74,16 +82,20 @@ if isinstance(_key, bytes):
 ''' % {"stub": STUB, "mime": EVIDENCE_MIME}
 
 # the same code from a file, run by runpy (its frames belong to no cell)
-RUNPY_FORGER = '''import runpy as _runpy
+RUNPY_FORGER = (
+    '''import runpy as _runpy
 import tempfile as _tempfile
 
 with _tempfile.NamedTemporaryFile("w", suffix=".py", delete=False, dir=".") as _fh:
     _fh.write(%r)
 _runpy.run_path(_fh.name, init_globals={"get_ipython": get_ipython})
-''' % SECRET_FORGER
+'''
+    % SECRET_FORGER
+)
 
 # the same code through exec, then the guard's audit record of it emptied (the Audit object, from a closure)
-EXEC_DROPPED = '''exec(%r, globals())
+EXEC_DROPPED = (
+    '''exec(%r, globals())
 for _name in dir(type(_kernel)):
     _fn = getattr(type(_kernel), _name, None)
     if callable(_fn) and getattr(_fn, "__closure__", None):
@@ -95,7 +107,9 @@ for _name in dir(type(_kernel)):
             for _attr in ("events", "_events", "notes"):
                 if isinstance(getattr(_obj, _attr, None), list):
                     getattr(_obj, _attr).clear()
-''' % SECRET_FORGER
+'''
+    % SECRET_FORGER
+)
 
 _SAME = '''
 
@@ -108,7 +122,10 @@ class _Same(list):
 '''
 
 # a torch function mode left entered: every tensor comparison and tolist() says "equal"
-FUNCTION_MODE = ZERO_DECODER + _SAME + '''
+FUNCTION_MODE = (
+    ZERO_DECODER
+    + _SAME
+    + '''
 
 from torch.overrides import TorchFunctionMode as _Mode
 
@@ -131,17 +148,24 @@ class _Liar(_Mode):
 _liar = _Liar()
 _liar.__enter__()
 '''
+)
 
 # torch.Tensor's own tolist and __ne__ replaced on the class
-CLASS_PATCH = ZERO_DECODER + _SAME + '''
+CLASS_PATCH = (
+    ZERO_DECODER
+    + _SAME
+    + '''
 
 _tolist = torch.Tensor.tolist
 torch.Tensor.tolist = lambda self: _Same(_tolist(self))
 torch.Tensor.__ne__ = lambda self, other: torch.zeros_like(self, dtype=torch.bool)
 '''
+)
 
 # a profile hook armed from code timeit compiles (its frames are not a cell's), zeroing what greedy_generate returns
-PROFILE_TIMEIT = ZERO_DECODER + '''
+PROFILE_TIMEIT = (
+    ZERO_DECODER
+    + '''
 
 import sys as _sys
 import timeit as _timeit
@@ -154,6 +178,7 @@ def _hook(frame, event, arg):
 
 _timeit.Timer("setprofile(hook)", globals={"setprofile": _sys.setprofile, "hook": _hook}).timeit(1)
 '''
+)
 
 # the guard's own tables (its test sources and locked-cell hashes) emptied, from timeit-compiled code walking gc
 GUARD_TABLES = '''import timeit as _timeit
@@ -181,8 +206,11 @@ def _wrong_rollback(answers):
 
 
 def _stub(assignment, grade_id):
-    return next(c.source for c in nbformat.read(str(REPO / "notebooks" / assignment / f"{assignment}.ipynb"),
-                                                as_version=4).cells if meta(c).get("grade_id") == grade_id)
+    return next(
+        c.source
+        for c in nbformat.read(str(REPO / "notebooks" / assignment / f"{assignment}.ipynb"), as_version=4).cells
+        if meta(c).get("grade_id") == grade_id
+    )
 
 
 # 09: scipy's chi-square made to pass every test (its result patched on the module and in the namespace)
@@ -204,7 +232,9 @@ chisquare = _stats.chisquare
 def _honest_11(answers):
     """11's answers, correct and written differently: prints, warnings, numpy, recursion, extra helpers."""
     out = dict(answers)
-    out["trace_from_stream"] = answers["trace_from_stream"].replace("def trace_from_stream(", "def _trace(") + '''
+    out["trace_from_stream"] = (
+        answers["trace_from_stream"].replace("def trace_from_stream(", "def _trace(")
+        + '''
 
 
 import warnings as _warnings
@@ -226,8 +256,10 @@ def trace_from_stream(requests):
     trace["output_tokens"] = [int(x) for x in np.asarray(trace["output_tokens"], dtype=np.int64)]
     return trace
 '''
-    out["acceptance_from_counters"] = answers["acceptance_from_counters"].replace(
-        "def acceptance_from_counters(", "def _acceptance(") + '''
+    )
+    out["acceptance_from_counters"] = (
+        answers["acceptance_from_counters"].replace("def acceptance_from_counters(", "def _acceptance(")
+        + '''
 
 
 def acceptance_from_counters(counters):
@@ -235,6 +267,7 @@ def acceptance_from_counters(counters):
     result["position_rates"] = [float(x) for x in np.asarray(result["position_rates"], dtype=float)]
     return result
 '''
+    )
     return out
 
 
@@ -243,85 +276,173 @@ def cases(assignment):
     prefix = PREFIX[assignment]
     full = FULL[assignment]
     answers = {meta(c)["grade_id"]: c.source for c in W.notebook(prefix).cells if meta(c).get("solution")}
-    first = next(iter(answers))                 # the first graded function's cell holds the attack
+    first = next(iter(answers))  # the first graded function's cell holds the attack
     out = {
-        "secret_forger": ({first: SECRET_FORGER}, Expect(0.0, "", what="reads the guard's key from its closure, the "
-                                                         "environment and files; signs a pass for every test cell; "
-                                                         "answers left as stubs")),
-        "runpy_forger": ({first: RUNPY_FORGER}, Expect(0.0, "", what="the same forger from a file, run by "
-                                                       "runpy.run_path")),
-        "exec_dropped": ({first: EXEC_DROPPED}, Expect(0.0, "", what="the same forger through exec, its audit "
-                                                       "record emptied afterwards")),
-        "guard_tables": ({first: GUARD_TABLES}, Expect(0.0, "", what="empties the guard's tables from "
-                                                       "timeit-compiled code walking gc; answers left as stubs")),
+        "secret_forger": (
+            {first: SECRET_FORGER},
+            Expect(
+                0.0,
+                "",
+                what="reads the guard's key from its closure, the "
+                "environment and files; signs a pass for every test cell; "
+                "answers left as stubs",
+            ),
+        ),
+        "runpy_forger": (
+            {first: RUNPY_FORGER},
+            Expect(0.0, "", what="the same forger from a file, run by runpy.run_path"),
+        ),
+        "exec_dropped": (
+            {first: EXEC_DROPPED},
+            Expect(0.0, "", what="the same forger through exec, its audit record emptied afterwards"),
+        ),
+        "guard_tables": (
+            {first: GUARD_TABLES},
+            Expect(
+                0.0, "", what="empties the guard's tables from timeit-compiled code walking gc; answers left as stubs"
+            ),
+        ),
         "honest": (answers, Expect(full, "ok", what="the solution")),
     }
     if prefix == "04":
-        out.update({
-            "function_mode": ({**answers, "speculative_generate": FUNCTION_MODE},
-                              Expect(ZERO_04_B, "", what="a decoder of zeros, and a torch function mode left entered "
-                                                         "that says every comparison is equal")),
-            "class_patch": ({**answers, "speculative_generate": CLASS_PATCH},
-                            Expect(ZERO_04_B, "", what="a decoder of zeros, torch.Tensor.tolist and __ne__ replaced "
-                                                       "on the class")),
-            "profile_timeit": ({**answers, "speculative_generate": PROFILE_TIMEIT},
-                               Expect(ZERO_04_B, "", what="a decoder of zeros, a profile hook armed from "
-                                                          "timeit-compiled code zeroing the reference's output")),
-        })
+        out.update(
+            {
+                "function_mode": (
+                    {**answers, "speculative_generate": FUNCTION_MODE},
+                    Expect(
+                        ZERO_04_B,
+                        "",
+                        what="a decoder of zeros, and a torch function mode left entered "
+                        "that says every comparison is equal",
+                    ),
+                ),
+                "class_patch": (
+                    {**answers, "speculative_generate": CLASS_PATCH},
+                    Expect(
+                        ZERO_04_B, "", what="a decoder of zeros, torch.Tensor.tolist and __ne__ replaced on the class"
+                    ),
+                ),
+                "profile_timeit": (
+                    {**answers, "speculative_generate": PROFILE_TIMEIT},
+                    Expect(
+                        ZERO_04_B,
+                        "",
+                        what="a decoder of zeros, a profile hook armed from "
+                        "timeit-compiled code zeroing the reference's output",
+                    ),
+                ),
+            }
+        )
         for case in W.CORRECT:
             if case.prefix == "04":
-                out[f"different_{case.part}"] = ({**answers, case.part: case.text()},
-                                                 Expect(full, "ok", what=f"correct, written differently: {case.what}"))
+                out[f"different_{case.part}"] = (
+                    {**answers, case.part: case.text()},
+                    Expect(full, "ok", what=f"correct, written differently: {case.what}"),
+                )
     elif prefix == "09":
-        wrong = answers["tree_mask"].replace("mask[i, prefix_len:] |= mask[parent, prefix_len:]",
-                                             "mask[i, prefix_len:prefix_len + i] = True")
+        wrong = answers["tree_mask"].replace(
+            "mask[i, prefix_len:] |= mask[parent, prefix_len:]", "mask[i, prefix_len:prefix_len + i] = True"
+        )
         assert wrong != answers["tree_mask"]
         mode = FUNCTION_MODE.replace(ZERO_DECODER, "")
         patch = CLASS_PATCH.replace(ZERO_DECODER, "")
         against_p = answers["verify_tree_sampled"].replace(
-            "target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "pass")
+            "target_p = residual / residual.sum() if residual.sum() > 0 else target_p", "pass"
+        )
         assert against_p != answers["verify_tree_sampled"]
-        out.update({
-            "scipy_patched": ({**answers, "verify_tree_sampled": against_p + "\n\n" + SCIPY_PATCH},
-                              Expect(full - 1, "", what="every child tried against p instead of the residual, and "
-                                                        "scipy's chisquare patched to report a p-value of 1")),
-            "function_mode": ({**answers, "tree_mask": wrong + "\n\n" + mode},
-                              Expect(full - 1, "", what="a tree mask that is the causal mask (siblings see each other), "
-                                                        "and a torch function mode left entered")),
-            "class_patch": ({**answers, "tree_mask": wrong + "\n\n" + patch},
-                            Expect(full - 1, "", what="a tree mask that is the causal mask, torch.Tensor.tolist and "
-                                                      "__ne__ replaced on the class")),
-        })
+        out.update(
+            {
+                "scipy_patched": (
+                    {**answers, "verify_tree_sampled": against_p + "\n\n" + SCIPY_PATCH},
+                    Expect(
+                        full - 1,
+                        "",
+                        what="every child tried against p instead of the residual, and "
+                        "scipy's chisquare patched to report a p-value of 1",
+                    ),
+                ),
+                "function_mode": (
+                    {**answers, "tree_mask": wrong + "\n\n" + mode},
+                    Expect(
+                        full - 1,
+                        "",
+                        what="a tree mask that is the causal mask (siblings see each other), "
+                        "and a torch function mode left entered",
+                    ),
+                ),
+                "class_patch": (
+                    {**answers, "tree_mask": wrong + "\n\n" + patch},
+                    Expect(
+                        full - 1,
+                        "",
+                        what="a tree mask that is the causal mask, torch.Tensor.tolist and "
+                        "__ne__ replaced on the class",
+                    ),
+                ),
+            }
+        )
     elif prefix == "10":
         wrong = _wrong_rollback(answers)
         mode = FUNCTION_MODE.replace(ZERO_DECODER, "")
         patch = CLASS_PATCH.replace(ZERO_DECODER, "")
-        out.update({
-            "function_mode": ({**answers, "rollback": wrong + "\n\n" + mode},
-                              Expect(ROLLBACK_10, "", what="a rollback that rolls nothing back, and a torch function "
-                                                           "mode left entered that says every comparison is equal")),
-            "class_patch": ({**answers, "rollback": wrong + "\n\n" + patch},
-                            Expect(ROLLBACK_10, "", what="a rollback that rolls nothing back, torch.Tensor.tolist and "
-                                                         "__ne__ replaced on the class")),
-            "tables_then_rebound": ({**answers, "rollback": GUARD_TABLES + "\n\n" + wrong},
-                                    Expect(ROLLBACK_10, "", what="the guard's tables emptied from timeit-compiled "
-                                                                 "code, then a rollback that rolls nothing back")),
-            "vars_np": ({**answers, "serving_metrics": _stub(assignment, "serving_metrics") + "\n\n" + VARS_NP},
-                        Expect(full - 3, "", what="serving_metrics left a stub, np.percentile replaced through "
-                                                  "vars(np)")),
-        })
+        out.update(
+            {
+                "function_mode": (
+                    {**answers, "rollback": wrong + "\n\n" + mode},
+                    Expect(
+                        ROLLBACK_10,
+                        "",
+                        what="a rollback that rolls nothing back, and a torch function "
+                        "mode left entered that says every comparison is equal",
+                    ),
+                ),
+                "class_patch": (
+                    {**answers, "rollback": wrong + "\n\n" + patch},
+                    Expect(
+                        ROLLBACK_10,
+                        "",
+                        what="a rollback that rolls nothing back, torch.Tensor.tolist and __ne__ replaced on the class",
+                    ),
+                ),
+                "tables_then_rebound": (
+                    {**answers, "rollback": GUARD_TABLES + "\n\n" + wrong},
+                    Expect(
+                        ROLLBACK_10,
+                        "",
+                        what="the guard's tables emptied from timeit-compiled "
+                        "code, then a rollback that rolls nothing back",
+                    ),
+                ),
+                "vars_np": (
+                    {**answers, "serving_metrics": _stub(assignment, "serving_metrics") + "\n\n" + VARS_NP},
+                    Expect(full - 3, "", what="serving_metrics left a stub, np.percentile replaced through vars(np)"),
+                ),
+            }
+        )
         for case in W.CORRECT:
             if case.prefix == "10":
-                out[f"different_{case.part}"] = ({**answers, case.part: case.text()},
-                                                 Expect(full, "ok", what=f"correct, written differently: {case.what}"))
+                out[f"different_{case.part}"] = (
+                    {**answers, case.part: case.text()},
+                    Expect(full, "ok", what=f"correct, written differently: {case.what}"),
+                )
     else:
         trace_stub = _stub(assignment, "trace_from_stream")
-        out.update({
-            "vars_np": ({**answers, "trace_from_stream": trace_stub + "\n\n" + VARS_NP},
-                        Expect(full - 3, "", what="the trace left a stub, np.percentile replaced through vars(np)")),
-            "different": (_honest_11(answers), Expect(full, "ok", what="correct, written differently: prints, "
-                                                                       "warnings, numpy, recursion, extra helpers")),
-        })
+        out.update(
+            {
+                "vars_np": (
+                    {**answers, "trace_from_stream": trace_stub + "\n\n" + VARS_NP},
+                    Expect(full - 3, "", what="the trace left a stub, np.percentile replaced through vars(np)"),
+                ),
+                "different": (
+                    _honest_11(answers),
+                    Expect(
+                        full,
+                        "ok",
+                        what="correct, written differently: prints, warnings, numpy, recursion, extra helpers",
+                    ),
+                ),
+            }
+        )
     return out
 
 

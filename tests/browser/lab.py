@@ -5,6 +5,7 @@ Nothing here downloads a browser: Playwright only drives the Chromium that `apt-
 put in /usr/bin. Everything the server and the kernels write (settings, workspaces, runtime files,
 executed notebooks) lives in a temporary folder, never in the repository.
 """
+
 import json
 import os
 import signal
@@ -23,8 +24,14 @@ CHROMIUM = os.environ.get("SPECDEC_CHROMIUM", "/usr/bin/chromium")
 # Without the background-networking flags, Chromium's own connections (updates, sync, field trials)
 # are refused here many at a time; the page under test only talks to localhost.
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--disable-dev-shm-usage",
 ]
 
@@ -32,9 +39,11 @@ CHROMIUM_ARGS = [
 # in the DOM (windowing would drop off-screen cells, and their images, from the page).
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
-        "windowingMode": "none"},
+        "fetchNews": "false",
+        "checkForUpdates": False,
+        "doNotDisturbMode": True,
+    },
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
 }
 
@@ -62,9 +71,13 @@ class LabServer:
         # the kernel must pick matplotlib's inline backend: a test-suite MPLBACKEND=Agg would
         # silently turn every plt.show() into nothing
         env.pop("MPLBACKEND", None)
-        for name, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                          ("JUPYTERLAB_SETTINGS_DIR", "settings"),
-                          ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"), ("IPYTHONDIR", "ipython")):
+        for name, sub in (
+            ("JUPYTER_CONFIG_DIR", "config"),
+            ("JUPYTER_RUNTIME_DIR", "runtime"),
+            ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+            ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+            ("IPYTHONDIR", "ipython"),
+        ):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
             env[name] = str(self.home / sub)
         for rel, values in LAB_SETTINGS.items():
@@ -75,16 +88,29 @@ class LabServer:
         return env
 
     def start(self, timeout=120):
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={self.port}",
-               "--ip=127.0.0.1", "--port-retries=0", f"--ServerApp.root_dir={self.root}",
-               "--IdentityProvider.token=", "--ServerApp.password=",
-               "--ServerApp.disable_check_xsrf=True", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--MappingKernelManager.cull_idle_timeout=0", "--allow-root"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={self.port}",
+            "--ip=127.0.0.1",
+            "--port-retries=0",
+            f"--ServerApp.root_dir={self.root}",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=True",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--MappingKernelManager.cull_idle_timeout=0",
+            "--allow-root",
+        ]
         env = self.env()
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, cwd=self.cwd, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=self.cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -148,4 +174,3 @@ def launch_browser(playwright):
         raise FileNotFoundError(f"{CHROMIUM} is missing: `apt-get install chromium` (make test does it)")
     # Playwright gives every launch a fresh temporary user-data-dir of its own
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-

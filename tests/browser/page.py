@@ -4,11 +4,12 @@ The clicks are the learner's (menus, toolbar buttons, slider handles). The page 
 `window.jupyterapp` (JupyterLab's `expose_app_in_browser`), which maps every notebook cell to its own
 DOM node, so a rendered <img> is attributed to the cell whose output holds it.
 """
+
 import time
 
 APP = "window.jupyterapp"
 CURRENT = f"{APP}.shell.currentWidget"
-CURRENT_NODE = ".jp-NotebookPanel:not(.lm-mod-hidden)"       # the notebook tab on show
+CURRENT_NODE = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook tab on show
 
 # one entry per cell: the kernel's outputs (from the notebook model) and what the DOM shows
 CELL_REPORT_JS = """
@@ -58,8 +59,9 @@ def open_notebook(page, base_url, path, kernel=True, timeout_s=180):
         args["kernelPreference"] = {"shouldStart": False, "shouldReuse": False}
     page.evaluate(f"async (args) => {{ await {APP}.commands.execute('docmanager:open', args); }}", args)
     page.wait_for_function(
-        f"{APP} && {CURRENT} && {CURRENT}.context && {CURRENT}.context.path === {path!r}"
-        f" && {CURRENT}.context.isReady", timeout=timeout_s * 1000)
+        f"{APP} && {CURRENT} && {CURRENT}.context && {CURRENT}.context.path === {path!r} && {CURRENT}.context.isReady",
+        timeout=timeout_s * 1000,
+    )
     if kernel:
         wait_kernel_idle(page, timeout_s)
 
@@ -69,8 +71,7 @@ def app_loaded(page, base_url):
 
 
 def wait_kernel_idle(page, timeout_s):
-    page.wait_for_function(
-        f"{CURRENT}.sessionContext.session?.kernel?.status === 'idle'", timeout=timeout_s * 1000)
+    page.wait_for_function(f"{CURRENT}.sessionContext.session?.kernel?.status === 'idle'", timeout=timeout_s * 1000)
 
 
 def menu(page, menu_label, item_label):
@@ -84,7 +85,8 @@ def busy_cells(page):
     return page.evaluate(
         "() => window.jupyterapp.shell.currentWidget.content.widgets"
         ".map((c, i) => [i, c.node.querySelector('.jp-InputPrompt')?.textContent || ''])"
-        ".filter(([i, t]) => t.includes('*')).map(([i]) => i)")
+        ".filter(([i, t]) => t.includes('*')).map(([i]) => i)"
+    )
 
 
 def run_all_and_wait(page, timeout_s):
@@ -96,13 +98,14 @@ def run_all_and_wait(page, timeout_s):
         f"{CURRENT}.sessionContext.session?.kernel?.status === 'busy'"
         " || Array.from(document.querySelectorAll('.jp-InputPrompt')).some(p => p.textContent.includes('*'))"
         " || Array.from(document.querySelectorAll('.jp-InputPrompt')).some(p => /\\[\\d+\\]/.test(p.textContent))",
-        timeout=60_000)
+        timeout=60_000,
+    )
     deadline = t0 + timeout_s
     quiet = 0
     while time.perf_counter() < deadline:
         status = page.evaluate(f"() => {CURRENT}.sessionContext.session?.kernel?.status")
         quiet = quiet + 1 if status == "idle" and not busy_cells(page) else 0
-        if quiet >= 2:       # idle twice in a row, 0.25 s apart: not a gap between two cells
+        if quiet >= 2:  # idle twice in a row, 0.25 s apart: not a gap between two cells
             return time.perf_counter() - t0
         time.sleep(0.25)
     raise TimeoutError(f"cells {busy_cells(page)} still running after {timeout_s} s")
@@ -125,10 +128,13 @@ def cell_locator(page, index):
 
 def scroll_to_cell(page, index, part=None):
     """Scroll cell `index` (or one part of it, e.g. '.jp-Cell-outputWrapper') to the top of the view."""
-    page.evaluate(f"""([i, part]) => {{
+    page.evaluate(
+        f"""([i, part]) => {{
         const node = {CURRENT}.content.widgets[i].node;
         ((part && node.querySelector(part)) || node).scrollIntoView({{block: 'start'}});
-    }}""", [index, part])
+    }}""",
+        [index, part],
+    )
     page.wait_for_timeout(300)
 
 
@@ -168,9 +174,15 @@ def wait_widget_image_changed(page, cell_index, old_src, timeout_s=60):
             const imgs = node.querySelectorAll('.widget-output img, .jupyter-widgets-output-area img');
             const img = imgs[imgs.length - 1];
             return !!img && img.getAttribute('src') !== old && img.complete && img.naturalWidth > 0;
-        }""", arg=[cell_index, old_src], timeout=timeout_s * 1000)
-    return cell_locator(page, cell_index).locator(
-        ".widget-output img, .jupyter-widgets-output-area img").last.get_attribute("src")
+        }""",
+        arg=[cell_index, old_src],
+        timeout=timeout_s * 1000,
+    )
+    return (
+        cell_locator(page, cell_index)
+        .locator(".widget-output img, .jupyter-widgets-output-area img")
+        .last.get_attribute("src")
+    )
 
 
 def wait_widget_settled(page, cell_index, timeout_s=60, quiet_s=1.0):
@@ -186,7 +198,9 @@ def wait_widget_settled(page, cell_index, timeout_s=60, quiet_s=1.0):
                 const img = imgs[imgs.length - 1];
                 return [panel.sessionContext.session?.kernel?.status,
                         img && img.complete ? img.getAttribute('src') : null];
-            }""", cell_index)
+            }""",
+            cell_index,
+        )
         if state != last or state[0] != "idle":
             last, since = state, time.perf_counter()
         elif time.perf_counter() - since >= quiet_s:

@@ -15,18 +15,49 @@ constructor (IntSlider, FloatSlider, SelectionSlider, ...), or decorates a funct
 In the browser such a cell must show a rendered widget (not its text fallback); the first one that
 also promises a figure is the explorer whose slider the test drags.
 """
+
 import ast
 
 from IPython.core.inputtransformer2 import TransformerManager
 
 PYPLOT_FIGURE_CALLS = {
-    "show", "figure", "subplots", "subplot", "subplot_mosaic", "plot", "scatter", "bar", "barh", "hist",
-    "imshow", "loglog", "semilogx", "semilogy", "step", "fill_between", "errorbar", "contour", "contourf",
-    "pcolormesh", "stairs", "axhline", "axvline",
+    "show",
+    "figure",
+    "subplots",
+    "subplot",
+    "subplot_mosaic",
+    "plot",
+    "scatter",
+    "bar",
+    "barh",
+    "hist",
+    "imshow",
+    "loglog",
+    "semilogx",
+    "semilogy",
+    "step",
+    "fill_between",
+    "errorbar",
+    "contour",
+    "contourf",
+    "pcolormesh",
+    "stairs",
+    "axhline",
+    "axvline",
 }
-HELPER_FIGURE_CALLS = {"new_axes"}          # specdec.plotting helpers that create a figure
-WIDGET_CALLS = {"interact", "interactive", "interact_manual", "IntSlider", "FloatSlider", "FloatLogSlider",
-                "SelectionSlider", "IntRangeSlider", "FloatRangeSlider", "SelectionRangeSlider"}
+HELPER_FIGURE_CALLS = {"new_axes"}  # specdec.plotting helpers that create a figure
+WIDGET_CALLS = {
+    "interact",
+    "interactive",
+    "interact_manual",
+    "IntSlider",
+    "FloatSlider",
+    "FloatLogSlider",
+    "SelectionSlider",
+    "IntRangeSlider",
+    "FloatRangeSlider",
+    "SelectionRangeSlider",
+}
 
 _transformer = TransformerManager()
 
@@ -60,7 +91,7 @@ def _top_level_nodes(tree):
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            yield node                          # the definition itself (its decorators run)
+            yield node  # the definition itself (its decorators run)
             stack.extend(getattr(node, "decorator_list", []))
             continue
         if isinstance(node, ast.If) and _mentions_cuda(node.test):
@@ -124,8 +155,7 @@ def figure_cells(nb):
     """Indices of the code cells that promise a figure."""
     sources = [c.source for c in nb.cells if c.cell_type == "code"]
     plotting = plotting_functions(sources)
-    return [i for i, c in enumerate(nb.cells)
-            if c.cell_type == "code" and cell_promises_figure(c.source, plotting)]
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and cell_promises_figure(c.source, plotting)]
 
 
 def cell_builds_widget(source):
