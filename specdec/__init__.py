@@ -38,6 +38,6 @@ QUICK = os.environ.get("SPECDEC_QUICK", "") == "1"
 BENCH = os.environ.get("SPECDEC_BENCH", "") == "1"
 
 # the shims of the course's moves (old names that still import, with their end): specdec.moved
-from specdec.moved import MODULES as MOVED, NAMES as MOVED_NAMES, install as _install_shims  # noqa: E402, F401 (MOVED: re-exported)
+from specdec.moved import MODULES as MOVED, NAMES as MOVED_NAMES, install as _install_shims  # noqa: E402, F401 (MOVED and MOVED_NAMES: re-exported)
 
 _install_shims()

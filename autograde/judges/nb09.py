@@ -755,6 +755,13 @@ def _markov_pair(rng, V, root_p=None, root_q=None):
     return P / P.sum(-1, keepdim=True), Q / Q.sum(-1, keepdim=True)
 
 
+def _residual(p_now, q_row):
+    """p' after a rejection, as the notebook's rule says: normalise(max(p' - q, 0)), p' itself where that is all
+    zero (float64 tensors)."""
+    r = (p_now - q_row).clamp(min=0)
+    return r / r.sum() if r.sum() > 0 else p_now
+
+
 def _path_lengths(parents, P, Q):
     """Exact distribution of the accepted path's length: child j of a node is tried after j - 1 rejections and
     accepted with token x with probability min(p'(x), q(x)); a rejection leaves p' = normalise(max(p' - q, 0))."""
@@ -770,8 +777,7 @@ def _path_lengths(parents, P, Q):
                 if both[x] > 0:
                     out[1:] += left * float(both[x]) * walk(c, P[1 + x], Q[1 + x])[:-1]
             left *= 1 - float(both.sum())
-            r = (p_now - q_row.double()).clamp(min=0)
-            p_now = r / r.sum() if r.sum() > 0 else p_now
+            p_now = _residual(p_now, q_row.double())
         out[0] += left
         return out
 
@@ -784,18 +790,16 @@ def _first_choice(p_row, q_row, m):
     rejections, each with a uniform draw of its own, against the residual chain (_path_lengths' rule)."""
     import itertools
 
-    q = q_row.double().numpy()
-    V = len(q)
-    out = np.zeros((m + 1, V))
-    for toks in itertools.product(range(V), repeat=m):
-        w, left, p_now = float(np.prod(q[list(toks)])), 1.0, p_row.double().numpy()
+    q = q_row.double()
+    out = np.zeros((m + 1, len(q)))
+    for toks in itertools.product(range(len(q)), repeat=m):
+        w, left, p_now = float(q[list(toks)].prod()), 1.0, p_row.double()
         for j, x in enumerate(toks):
-            accept = min(1.0, p_now[x] / q[x]) if q[x] > 0 else 0.0
+            accept = min(1.0, float(p_now[x] / q[x])) if q[x] > 0 else 0.0
             out[j, x] += w * left * accept
             left *= 1 - accept
-            r = np.clip(p_now - q, 0, None)
-            p_now = r / r.sum() if r.sum() > 0 else p_now
-        out[m] += w * left * p_now
+            p_now = _residual(p_now, q)
+        out[m] += w * left * p_now.numpy()
     return out
 
 
@@ -850,11 +854,11 @@ def test_verify_tree_sampled_distribution(probe, rng):
         raise AssertionError(lengths_rule)
     if not _pvalue(joint, n * (P[0][:, None] * P[1:]).flatten().numpy()) > 1e-6:  # the visible check, redrawn
         raise AssertionError(joint_rule)
+    n = ROUNDS["trees"]
     for parents, (P, Q) in (
         ([-1, -1, -1, 0, 3], _markov_pair(rng, 4, root_p, root_q)),
         ([-1, 0, 0, 1, -1, 4], _markov_pair(rng, int(rng.integers(4, 6)))),
     ):
-        n = ROUNDS["trees"]
         joint, lengths = _rounds(probe, rng, parents, P, Q, n, joint_rule)
         if not _pvalue(joint, n * (P[0][:, None] * P[1:]).flatten().numpy()) > 1e-6:
             raise AssertionError(joint_rule)
@@ -874,7 +878,7 @@ def test_verify_tree_sampled_distribution_draws(probe, rng):
     n = ROUNDS["siblings"]
     g = torch.Generator().manual_seed(int(rng.integers(0, 2**31)))
     kids = torch.multinomial(q_s[0], 2 * n, replacement=True, generator=g).view(n, 2)
-    first, chosen = np.zeros(3), np.zeros((3, 3))  # chosen[child accepted (2: none), first token]
+    chosen = np.zeros((3, 3))  # chosen[child accepted (2: none), first token]
     for t, answer in enumerate(
         probe.map(
             SAMPLED,
@@ -885,13 +889,11 @@ def test_verify_tree_sampled_distribution_draws(probe, rng):
         got = value_of(answer, own)
         try:
             path = [int(j) for j in got[0]]
-            token = ([int(kids[t, j]) for j in path] + [int(got[1])])[0]
-            first[token] += 1
-            chosen[path[0] if path else 2, token] += 1
+            chosen[path[0] if path else 2, ([int(kids[t, j]) for j in path] + [int(got[1])])[0]] += 1
         except (TypeError, ValueError, IndexError, KeyError):
             raise Broken(own, describe(answer)) from None
     if not (
-        _pvalue(first, n * p_s[0].numpy()) > 1e-6
+        _pvalue(chosen.sum(axis=0), n * p_s[0].numpy()) > 1e-6  # the first token alone
         and _pvalue(chosen.flatten(), n * _first_choice(p_s[0], q_s[0], 2).flatten()) > 1e-6
     ):
         raise AssertionError(own)
