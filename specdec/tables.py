@@ -50,7 +50,7 @@ class Hardware:
         )
         if not self.peak:
             line += (
-                f"; attained {self.mbu:.0%} of the bandwidth, {self.mfu:.0%} of the FLOP/s, "
+                f"; attained {self.mbu * 100:.3g}% of the bandwidth, {self.mfu * 100:.3g}% of the FLOP/s, "
                 f"{self.fixed_s * 1e3:.2f} ms fixed per forward"
             )
         return line

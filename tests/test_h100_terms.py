@@ -239,7 +239,13 @@ def _section_8(ns):
     reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)  # section 4's bisection, the function alone
     bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
     exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
-    for marker in ("def scaled_draft(", "published_sweeps.csv", "ENGINE_LINE = ", "roof_line = fit_step_line("):
+    for marker in (
+        "def scaled_draft(",
+        "published_sweeps.csv",
+        "ENGINE_LINE = ",
+        "roof_line = fit_step_line(",
+        "heads_t3 = {",
+    ):
         exec(compile(next(s for s in cells if marker in s), "07:section 8", "exec"), scope)
     return scope
 
@@ -263,13 +269,13 @@ def test_the_sweeps_are_as_published():
 
 def test_section_8_holds_the_model_against_table_3_and_names_what_is_left(ns):
     """The calibrated model, the engine's line and the acceptance length the table needs, as 07's markdown states
-    them (18-63 % high; 15-39 % with every batched token charged; 2.0-2.4 against 2.79)."""
+    them (18-64 % high; 15-40 % with every batched token charged; 2.0-2.4 against 2.79)."""
     s = _section_8(ns)
     assert s["tau_k3"] == 2.79 and s["alpha_t3"] == pytest.approx(0.763, abs=5e-4)
     assert s["expected_tokens"](s["alpha_t3"], 3) == pytest.approx(2.79, rel=1e-9)
     errors, line_errors, needed = s["errors"], s["line_errors"], s["needed"]
-    assert (round(min(errors) * 100), round(max(errors) * 100)) == (18, 63)
-    assert (round(min(line_errors) * 100), round(max(line_errors) * 100)) == (15, 39)
+    assert (round(min(errors) * 100), round(max(errors) * 100)) == (18, 64)
+    assert (round(min(line_errors) * 100), round(max(line_errors) * 100)) == (15, 40)
     assert (round(min(needed), 1), round(max(needed), 1)) == (2.0, 2.4)
     import statistics
 
@@ -283,7 +289,8 @@ def test_section_8_holds_the_model_against_table_3_and_names_what_is_left(ns):
 def test_section_8s_line_the_k_sweep_and_the_crossover_are_what_the_markdown_says(ns):
     """The roofline's own timings fitted (3.2 us a batched token against the engine's 21 us, the other two terms
     within 2 %), vLLM's K sweep (rounds grow 1.02 ms per drafted token; best K 4 measured, 7 with the simulator's
-    head, 4 with the sweep's, every K within 3 %) and the crossovers beyond the 1,422 sequences that fit."""
+    head, 4 with the sweep's, every K within 3 %) and the crossovers, extrapolated, beyond the 1,422 sequences
+    that fit (near 2,100 and 2,000)."""
     s = _section_8(ns)
     roof, engine = s["roof_line"], s["ENGINE_LINE"]
     assert round(roof["per_token_s"] * 1e6, 1) == 3.2 and round(engine["per_token_s"] * 1e6) == 21
@@ -294,12 +301,83 @@ def test_section_8s_line_the_k_sweep_and_the_crossover_are_what_the_markdown_say
     assert (min(tpot, key=tpot.get), max(sim, key=sim.get), max(sweep, key=sweep.get)) == (4, 7, 4)
     assert all(abs(sweep[k] / (s["plain_ms"] / tpot[k]) - 1) < 0.03 for k in tpot)
     fits = s["max_batch"](s["llama_8b"], None, s["h100"], s["L_mt"])
+    speedup, L, tau = s["line_speedup"], s["L_mt"], s["tau_k3"]
     crossings = [
-        s["line_crossover"](engine, s["L_mt"], s["tau_k3"], 3, range(1, 4097), **head)
-        for head in (s["simulator_head"], s["step_head"])
+        next(b for b in range(1, 4097) if speedup(engine, b, L, tau, 3, c_round=s["eagle3_round_s"](b, L, 3)) <= 1),
+        s["line_crossover"](engine, L, tau, 3, range(1, 4097), **s["step_head"]),
     ]
     assert fits == 1422 and all(c > fits for c in crossings)
-    assert round(crossings[0], -2) == 1500 and round(crossings[1], -3) == 2000
+    assert round(crossings[0], -2) == 2100 and round(crossings[1], -3) == 2000
+
+
+def test_the_simulators_head_is_charged_as_the_simulator_charges_it(ns):
+    """SpecDecode-Bench's predict_draft_time takes one request's input length (k + 1) and the batch's cached tokens:
+    from batch 1 to 64 at 300 tokens only the KV term grows, by 63 x 300 x 2.38 ns."""
+    s = _section_8(ns)
+    r = s["eagle3_round_s"]
+    assert r(64, 300, 3) - r(1, 300, 3) == pytest.approx(63 * 300 * 2.37768493e-09, rel=1e-9)
+    assert r(1, 0, 3) == pytest.approx(2.13526175e-03 + 4 * 8.41429603e-07, rel=1e-12)
+
+
+def test_table_3_priced_with_both_heads_is_what_07_says(ns):
+    """07 section 8: with the drafter's cost from vLLM's K sweep read per draft step the engine's line meets Table 3
+    within -5 % to +20 %, median +10 % (within 15 %), and 1.74x at batch 1 where vLLM measured 1.73x; the simulator's
+    head leaves +15 % to +40 % (median +27 %); read per drafted token of each sequence the sweep's head loses from
+    batch 4 on; the acceptance lengths that would close each gap are 2.33-2.94 and 2.00-2.42."""
+    import statistics
+
+    s = _section_8(ns)
+    errors, needed, priced = s["head_errors"], s["head_needed"], s["priced"]
+    step, sim, token = "sweep's head per step", "simulator's head", "sweep's head per token"
+    assert abs(statistics.median(errors[step])) <= 0.15
+    assert round(statistics.median(errors[step]) * 100) == 10 and round(statistics.median(errors[sim]) * 100) == 27
+    assert (round(min(errors[step]) * 100), round(max(errors[step]) * 100)) == (-5, 20)
+    assert (round(min(errors[sim]) * 100), round(max(errors[sim]) * 100)) == (15, 40)
+    assert (round(min(needed[step]), 2), round(max(needed[step]), 2)) == (2.33, 2.94)
+    assert (round(min(needed[sim]), 2), round(max(needed[sim]), 2)) == (2.0, 2.42)
+    assert round(s["batch1"][step], 2) == 1.74 and round(s["plain_ms"] / s["tpot_ms"][3], 2) == 1.73
+    batches = s["t3_batches"]
+    assert priced[token][batches.index(4)] < 1 < priced[token][batches.index(2)]
+    assert s["step_head"]["c_token"] == 0 and round(s["step_head"]["c_round"] * 1e3, 1) == 4.2
+
+
+def test_07_names_the_residual_as_drafter_cost_or_acceptance_and_the_crossover_as_an_extrapolation():
+    """No sentence of 07 puts Table 3's residual on the acceptance alone or reads the line past its data as a
+    finding; the take-away names both heads, the calibration and the extrapolation."""
+    text = "\n".join(c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "markdown")
+    flat = " ".join(text.split())
+    assert "is the acceptance:" not in flat and "and the rest is an acceptance length" not in flat
+    assert "batch alone does not switch" not in flat.lower()
+    assert "the drafter's cost per step or the acceptance" in flat
+    take = flat[flat.index("## What to take away") :]
+    table3 = take[take.index("Held against a measured batch sweep") :]
+    for phrase in ("vLLM-fitted fractions", "engine's fitted line", "K sweep", "per draft step", "extrapolation"):
+        assert phrase in table3, phrase
+
+
+def test_the_fitted_constant_split_two_ways_is_what_07_says(ns):
+    """07's "One fit, two ways to split it": both splits give the 8B's plain step 7.09 ms; the 1B draft step is
+    2.13 ms or 0.97 ms; the break-even alpha at batch 1 (k 4) 0.57 or 0.36; the no-context break-even batch
+    47/73/107 or 97/123/156."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"), llama_1b=ns["model_spec"]("Llama-3.2-1B"))
+    exec(compile(_fit_cell(), "07:fit", "exec"), scope)
+    cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
+    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)
+    bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
+    exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
+    axes = next(s for s in cells if s.startswith("map_batches = np.unique")).splitlines()[:2]
+    maps = next(s for s in cells if s.startswith("ALPHAS, K_MAP, MAP_CONTEXTS = "))
+    for source in ("\n".join(axes), maps, next(s for s in cells if s.startswith("h100_stream = "))):
+        exec(compile(source, "07:splits", "exec"), scope)
+    a, b = scope["split_table"]["KV-slope split"], scope["split_table"]["weight-streaming split"]
+    assert round(a["plain_ms"], 2) == round(b["plain_ms"], 2) == 7.09
+    assert (round(a["draft_ms"], 2), round(b["draft_ms"], 2)) == (2.13, 0.97)
+    assert (round(a["alpha_b1"], 2), round(b["alpha_b1"], 2)) == (0.57, 0.36)
+    assert a["b_star"] == [47, 73, 107] and b["b_star"] == [97, 123, 156]
+    assert round(b["bandwidth"], 2) == 0.76 and b["fixed_ms"] == 0.0
 
 
 def test_the_crossover_under_stated_conditions_is_what_07_says(ns):

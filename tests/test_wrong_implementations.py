@@ -1697,6 +1697,20 @@ WRONG += [
     Case(
         "07",
         "fit_step_line",
+        "coefficients clipped at zero (a fit with a negative term returned as 0)",
+        P(
+            "07",
+            "fit_step_line",
+            (
+                'return {"fixed_s": float(fixed), "per_token_s": float(per_token), "per_kv_token_s": float(per_kv)}',
+                'return {"fixed_s": max(0.0, float(fixed)), "per_token_s": max(0.0, float(per_token)), '
+                '"per_kv_token_s": max(0.0, float(per_kv))}',
+            ),
+        ),
+    ),
+    Case(
+        "07",
+        "fit_step_line",
         "the KV column one sequence's context (L), not batch x context",
         P("07", "fit_step_line", ("X = np.array([[1.0, b * t, b * L] for", "X = np.array([[1.0, b * t, L] for")),
     ),

@@ -728,6 +728,29 @@ def _close(answer, terms, rule, rel=1e-7):
         raise Broken(rule, describe(answer)) from None
 
 
+def _lstsq(rows):
+    X = np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
+    return tuple(float(c) for c in np.linalg.lstsq(X, np.array([s for *_, s in rows]), rcond=None)[0])
+
+
+def _negative_fit_rows(rng):
+    """Timings (all > 0) whose least-squares fit has a negative intercept or a negative per-token cost: a step that
+    grows less than linearly with the batch, as a measured engine's does below its ridge."""
+    per_kv = float(rng.uniform(1e-9, 1e-7))
+    while True:
+        if rng.random() < 0.5:  # negative intercept: the time is steeper than linear in the batched tokens
+            states = [(int(b), 1, int(rng.choice([0, 300, 1024]))) for b in rng.integers(8, 129, 10)]
+            a = float(rng.uniform(1e-6, 1e-5))
+            rows = [(b, t, L, a * (b * t) ** 1.3 + per_kv * b * L) for b, t, L in states]
+        else:  # negative per-token cost: the time falls with the batched tokens at a fixed cost
+            fixed = float(rng.uniform(5e-3, 1e-2))
+            states = [(int(b), 1, int(rng.choice([0, 300, 1024]))) for b in rng.integers(1, 65, 10)]
+            rows = [(b, t, L, fixed * (1 - 0.4 * b / 64) + per_kv * b * L) for b, t, L in states]
+        X = np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
+        if np.linalg.matrix_rank(X) == 3 and min(_lstsq(rows)) < 0:
+            return rows
+
+
 def test_fit_step_line(probe, rng):
     groups = []
     for _ in range(10):  # no fixed cost: only the two columns matter
@@ -763,14 +786,10 @@ def test_fit_step_line(probe, rng):
             for _ in range(12)
         ]
         rows = [(b, t, L, s * float(rng.uniform(0.9, 1.1))) for b, t, L, s in _rows(terms, states)]
-        X = np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
-        noisy.append(
-            (
-                tuple(np.linalg.lstsq(X, np.array([s for *_, s in rows]), rcond=None)[0]),
-                rows,
-                "rule: noisy timings: the ordinary least-squares coefficients, not clipped",
-            )
-        )
+        noisy.append((_lstsq(rows), rows, "rule: noisy timings: the ordinary least-squares coefficients, not clipped"))
+    for _ in range(3):  # a fit with a negative coefficient: a clipped answer differs in every draw
+        rows = _negative_fit_rows(rng)
+        noisy.append((_lstsq(rows), rows, "rule: noisy timings: the ordinary least-squares coefficients, not clipped"))
     answers = probe.many(FIT, [((rows,), {}) for _, rows, _ in groups + noisy])
     for j, ((terms, _, rule), answer) in enumerate(zip(groups + noisy, answers)):
         if not _close(answer, terms, rule, rel=1e-7 if j < len(groups) else 1e-6):
