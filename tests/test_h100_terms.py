@@ -538,3 +538,26 @@ def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
         and round(scope["free_prefill"]["fixed"] * 1e3, 1) == 21.6
     )
     assert scope["prefill_seconds"] is scope["real_prefill"], "the cell restores the prefill it swapped"
+
+
+def test_08_carries_the_fitted_constants_two_splits_and_the_gates_condition():
+    """08 prints the batch-1 break-even alpha of the 1B draft (k 4, no context) under both splits of the fitted
+    constant (0.57 and 0.36) and says so where it states 0.57; the gate's "never loses" carries its condition."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    scope = _scope_08(
+        ("def break_even_alpha_at(", "for label, target, draft, gpu, terms in configurations:\n    for L")
+    )
+    values = [round(a, 2) for a in scope["split_alpha_b1"].values()]
+    assert values == [0.57, 0.36]
+    assert scope["h100_stream"].fixed_s == 0.0 and scope["step_seconds"](
+        scope["llama_8b"], scope["h100_stream"], 1, 0
+    ) == pytest.approx(scope["step_seconds"](scope["llama_8b"], scope["h100_forward"], 1, 0), rel=1e-9)
+    cells = read(solution_path("08_break_even_acceptance")).cells
+    text = " ".join(" ".join(c.source for c in cells if c.cell_type == "markdown").split())
+    assert "0.36-0.57" in text and "0.36" in text[text.index("## What to take away") :]
+    code = " ".join(c.source for c in cells if c.cell_type == "code")
+    assert '"The gate never loses' not in code
+    gate = next(s for s in text.split("- ") if s.startswith("A gate that picks k per state"))
+    assert "on the step model it chose with" in gate and "notebook 10" in gate
