@@ -252,3 +252,51 @@ def test_the_simulator_charges_its_step_overhead_once_per_iteration(ns):
             assert round(iterations) == want
         else:
             assert 1 + 100 / 5 <= round(iterations) <= 101
+
+
+def test_a_prefill_shares_the_running_batchs_forward_as_in_vllm_v1(ns):
+    """10's server schedules as vLLM V1 does: an admitted prompt's tokens join the running batch's forward (one weight
+    read and one fixed cost for all its tokens, not a second forward), and a held draft takes them in its first pass;
+    only an idle server (or a draft whose steps the gate turned off) prefills in a forward of its own."""
+    simulate = _simulator(ns)
+    forward, prefill, step, terms = ns["forward_seconds"], ns["prefill_seconds"], ns["step_seconds"], ns["step_terms"]
+    spec, h100 = ns["model_spec"], ns["h100"]
+    l8, l1 = spec("Llama-3.1-8B"), spec("Llama-3.2-1B")
+    slow = ns["attainable"](h100, 0.8, 0.7, 1e-3)
+    for gpu in (h100, slow, ns["gpus"](h100, 4)):
+        for B, L, t, prompts in ((8, 300, 1, [144, 60]), (64, 1024, 5, [3000]), (16, 200, 6, [32] * 5)):
+            got = forward(l8, gpu, B, L, t, prompts)
+            M = B * t + sum(prompts)
+            weights = terms(l8, gpu, 1, 0, tokens=M)
+            want = (
+                weights["fixed"]
+                + weights["gemm"]
+                + weights["allreduce"]
+                + terms(l8, gpu, B, L, t)["attention"]
+                + sum(terms(l8, gpu, 1, p / 2, tokens=p)["attention"] for p in prompts)
+                + terms(l8, gpu, B * t + len(prompts), 0)["lm_head"]
+            )
+            assert got == pytest.approx(want, rel=1e-12)
+            apart = step(l8, gpu, B, L, t) + prefill(l8, gpu, prompts)
+            assert got < apart - 0.9 * weights["fixed"], "one forward: the fixed cost is paid once, not twice"
+        assert forward(l8, gpu, 8, 300, 1, ()) == step(l8, gpu, 8, 300, 1)
+        assert forward(l8, gpu, 0, 0, 1, [144]) == prefill(l8, gpu, [144])
+    # the simulator: record who prices the second request's prompt, which arrives while the first decodes
+    calls = []
+
+    def rec(name, f):
+        def wrapped(model, gpu, *args):
+            calls.append((name, model["name"], args))
+            return f(model, gpu, *args)
+
+        return wrapped
+
+    ns["forward_seconds"], ns["prefill_seconds"] = rec("forward", forward), rec("prefill", prefill)
+    try:
+        arrivals = simulate(10.0, np.array([100, 777]), np.array([200, 50]), l8, l1, h100, "fixed", 0.8, 4, seed=5)[0]
+    finally:
+        ns["forward_seconds"], ns["prefill_seconds"] = forward, prefill
+    assert arrivals["arrival"][1] < arrivals["finish"][0], "the second request arrives while the first decodes"
+    second = [(name, model) for name, model, args in calls if 777 in list(args[-1] if args else [])]
+    assert ("forward", l8["name"]) in second and ("forward", l1["name"]) in second, second
+    assert not [c for c in second if c[0] == "prefill"], f"a second forward for a prompt that could share one: {second}"
