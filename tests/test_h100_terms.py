@@ -563,3 +563,20 @@ def test_08_carries_the_fitted_constants_two_splits_and_the_gates_condition():
     assert '"The gate never loses' not in code
     gate = next(s for s in text.split("- ") if s.startswith("A gate that picks k per state"))
     assert "on the step model it chose with" in gate and "notebook 10" in gate
+
+
+def test_08_sets_its_calibration_beside_the_engines_line():
+    """08 prints the 8B's verify / plain ratio (k 4, the scheduler once per step) on the roofline with vLLM-fitted
+    fractions and on the engine's line: 1.00 against 1.17 / 1.30 at batch 16 / 32 (1,024 tokens), meeting near 128,
+    2.18 against 1.95 at 256; and says which it prices with and why."""
+    scope = _scope_08(("def break_even_alpha_at(", "\n\n\nmap_batches"))
+    cells = [c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "code"]
+    exec(compile(next(s for s in cells if s.startswith('LINE = {"fixed_s"')), "08:calibrations", "exec"), scope)
+    got = {key: (round(a, 2), round(b, 2)) for key, (a, b) in scope["verify_ratio"].items()}
+    assert got[16, 1024] == (1.0, 1.17) and got[32, 1024] == (1.0, 1.3) and got[256, 1024] == (2.18, 1.95)
+    assert abs(got[128, 1024][0] - got[128, 1024][1]) <= 0.02
+    text = " ".join(
+        c.source for c in read(solution_path("08_break_even_acceptance")).cells if c.cell_type == "markdown"
+    )
+    flat = " ".join(text.replace("**", "").split())
+    assert "the roofline with vLLM-fitted fractions" in flat and "the engine's line" in flat

@@ -111,3 +111,35 @@ def test_the_take_away_check_catches_a_bare_claim():
     assert CLAIM.search(bare) and not (ACCEPTANCE.search(bare) and BASIS.search(bare))
     said = "- At α 0.8, k 4 on the datasheet peaks, speculation pays up to batch 187."
     assert ACCEPTANCE.search(said) and BASIS.search(said)
+
+
+def _conclusions(name, heading):
+    from nbhelpers import read, solution_path
+
+    cells = read(solution_path(name)).cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and heading in c.source)
+    text = "\n".join(c.source for c in cells[start:] if c.cell_type == "markdown")
+    return " ".join(text[text.index(heading) :].replace("**", "").split())
+
+
+def test_the_h100_take_aways_name_the_head_the_calibration_the_prefill_model_and_memory():
+    """07, 08, 10 and 12 state the conditions their H100 conclusions rest on: 07 the drafter's cost (both heads) and
+    the split of the fitted constant; 08 the split's range and the gate's condition; 10 the prefill scheduled in the
+    running batch's forward (vLLM V1); 12 the batches that fit in memory and the measured int4 step."""
+    t07 = _conclusions("07_batch_crossover", "## What to take away")
+    for phrase in (
+        "simulator's head",
+        "K sweep",
+        "per draft step",
+        "drafter's cost per step or the acceptance",
+        "0.36–0.57",
+        "extrapolation",
+    ):
+        assert phrase in t07, ("07", phrase)
+    t08 = _conclusions("08_break_even_acceptance", "## What to take away")
+    assert "0.36-0.57" in t08 and "on the step model it chose with" in t08
+    t10 = _conclusions("10_batches_and_servers", "## What to take away")
+    assert "in the running batch's forward as vLLM V1 schedules them" in t10
+    t12 = _conclusions("12_moe_and_quantised", "### The conclusion, with its conditions")
+    assert "at the batches that fit in memory" in t12 and "gpt-fast's measured int4 step" in t12
+    assert "memory not counted" not in t12
