@@ -496,6 +496,7 @@ def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():
 
     assert fleet(scope["plan"]) == (1.42, 1.18, 1.06)
     assert fleet(scope["peak_plan"]) == (1.70, 1.34, 1.14)
+    assert fleet(scope["stream_plan"]) == (1.73, 1.36, 1.16), "the fit's other split (the 1B's step 0.97 ms)"
     assert fleet(scope["plan0"]) == (1.37, 1.16, 1.05)
     day, alphas = scope["day"], scope["alphas_measured"]
     always = tuple(
