@@ -507,11 +507,9 @@ def test_08s_policy_and_plan_on_vllms_fitted_engine_are_what_08_says():
     assert [scope["plan"]["code"]["k"][s] for s in day] == [3, 3, 3, 3, 2, 1, 1, 0]
 
 
-def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
-    """10 simulates the 8B's server on vLLM's fitted engine by default (alpha 0.8, k 4, short contexts, the prompts'
-    tokens in the running batch's forward as vLLM V1 schedules them): fixed k = 4 gains 1.51x in median TPOT at
-    2 req/s (2.02x on the peaks) and loses at 96 req/s (22.3 against 10.9 ms), the gate too (12.9 ms); with the
-    draft's share of the prompts free the gate wins there (10.6 ms)."""
+def _scope_10(*parts):
+    """10's solution namespace with its simulator, its fitted engine and the server's settings run, then the named
+    cells: (marker, cut) pairs, the cell holding `marker` cut before `cut` (its printing); and 10's code cells."""
     name = "10_batches_and_servers"
     scope = dict(solution_namespace(name))
     cells = [c.source for c in read(solution_path(name)).cells if c.cell_type == "code"]
@@ -519,9 +517,19 @@ def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
         ("\ndef simulate_server(", None),
         ("# vLLM's engine on one H100 as notebook 07", None),
         ("ALPHA_SIM, K_SIM, SLO = ", "\nt_sim = time.perf_counter()"),
+        *parts,
     ):
         source = next(s for s in cells if marker in s)
         exec(compile(source.split(cut)[0] if cut else source, f"10:{marker.strip()}", "exec"), scope)
+    return scope, cells
+
+
+def test_10s_server_on_vllms_fitted_engine_is_what_10_says():
+    """10 simulates the 8B's server on vLLM's fitted engine by default (alpha 0.8, k 4, short contexts, the prompts'
+    tokens in the running batch's forward as vLLM V1 schedules them): fixed k = 4 gains 1.51x in median TPOT at
+    2 req/s (2.02x on the peaks) and loses at 96 req/s (22.3 against 10.9 ms), the gate too (12.9 ms); with the
+    draft's share of the prompts free the gate wins there (10.6 ms)."""
+    scope, cells = _scope_10()
     assert scope["ENGINE"] == {"first_draft_tokens": scope["vllm_v1_first_pass"], "c_step": scope["FIT"]["scheduler_s"]}
     engine = scope["sweep"](scope["ENGINE_8B"], "short", (2, 96))
     peaks = scope["sweep"](scope["PEAKS_8B"], "short", (2,))
@@ -588,17 +596,7 @@ def test_10s_server_on_the_fits_other_split_is_what_10_says():
     weight-streaming split the gate beats plain decoding at 96 req/s (7.8 against 10.4 ms) where on the KV-slope
     split it loses (12.9 against 10.9); on both, fixed k = 4 is slower from 96 req/s and the gate serves fewer
     requests within the SLO than plain decoding at 160."""
-    name = "10_batches_and_servers"
-    scope = dict(solution_namespace(name))
-    cells = [c.source for c in read(solution_path(name)).cells if c.cell_type == "code"]
-    for marker, cut in (
-        ("\ndef simulate_server(", None),
-        ("# vLLM's engine on one H100 as notebook 07", None),
-        ("ALPHA_SIM, K_SIM, SLO = ", "\nt_sim = time.perf_counter()"),
-        ("h100_stream = attainable(", "\nfor label, res in split_runs.items():"),
-    ):
-        source = next(s for s in cells if marker in s)
-        exec(compile(source.split(cut)[0] if cut else source, f"10:{marker.strip()}", "exec"), scope)
+    scope, _ = _scope_10(("h100_stream = attainable(", "\nfor label, res in split_runs.items():"))
     runs = scope["split_runs"]
 
     def p50(split, policy, rate):
