@@ -231,14 +231,19 @@ def test_every_downstream_function_takes_the_round_terms_and_is_unchanged_withou
         )
 
 
+def _define_07s_bisection(scope, cells):
+    """Section 4's bisection, alpha_where_round_pays, the function alone (its cell also prints), into scope."""
+    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)
+    bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
+    exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
+
+
 def _section_8(ns):
     """07's fit cell and section 8's two tables, run in the solution namespace."""
     scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"))
     exec(compile(_fit_cell(), "07:fit", "exec"), scope)
     cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
-    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)  # section 4's bisection, the function alone
-    bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
-    exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
+    _define_07s_bisection(scope, cells)
     for marker in (
         "def scaled_draft(",
         "published_sweeps.csv",
@@ -365,9 +370,7 @@ def test_the_fitted_constant_split_two_ways_is_what_07_says(ns):
     scope = dict(ns, llama_8b=ns["model_spec"]("Llama-3.1-8B"), llama_1b=ns["model_spec"]("Llama-3.2-1B"))
     exec(compile(_fit_cell(), "07:fit", "exec"), scope)
     cells = [c.source for c in read(solution_path("07_batch_crossover")).cells if c.cell_type == "code"]
-    reviewed = next(s for s in cells if "def alpha_where_round_pays(" in s)
-    bisection = next(node for node in ast.parse(reviewed).body if getattr(node, "name", "") == "alpha_where_round_pays")
-    exec(compile(ast.get_source_segment(reviewed, bisection), "07:alpha_where_round_pays", "exec"), scope)
+    _define_07s_bisection(scope, cells)
     axes = next(s for s in cells if s.startswith("map_batches = np.unique")).splitlines()[:2]
     maps = next(s for s in cells if s.startswith("ALPHAS, K_MAP, MAP_CONTEXTS = "))
     for source in ("\n".join(axes), maps, next(s for s in cells if s.startswith("h100_stream = "))):

@@ -728,9 +728,13 @@ def _close(answer, terms, rule, rel=1e-7):
         raise Broken(rule, describe(answer)) from None
 
 
+def _columns(rows):
+    """The fit's columns: 1, batch x tokens, batch x context."""
+    return np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
+
+
 def _lstsq(rows):
-    X = np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
-    return tuple(float(c) for c in np.linalg.lstsq(X, np.array([s for *_, s in rows]), rcond=None)[0])
+    return tuple(float(c) for c in np.linalg.lstsq(_columns(rows), np.array([s for *_, s in rows]), rcond=None)[0])
 
 
 def _negative_fit_rows(rng):
@@ -746,8 +750,7 @@ def _negative_fit_rows(rng):
             fixed = float(rng.uniform(5e-3, 1e-2))
             states = [(int(b), 1, int(rng.choice([0, 300, 1024]))) for b in rng.integers(1, 65, 10)]
             rows = [(b, t, L, fixed * (1 - 0.4 * b / 64) + per_kv * b * L) for b, t, L in states]
-        X = np.array([[1.0, b * t, b * L] for b, t, L, _ in rows])
-        if np.linalg.matrix_rank(X) == 3 and min(_lstsq(rows)) < 0:
+        if np.linalg.matrix_rank(_columns(rows)) == 3 and min(_lstsq(rows)) < 0:
             return rows
 
 
