@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 import warnings
 from pathlib import Path
@@ -59,6 +60,8 @@ ERROR_TEXT_CHARS = 10_000  # an error message is always kept, cut to this length
 TRACEBACK_LINES = 200  # and at most this many traceback lines
 ERROR_LINE_CHARS = 200  # a locked cell's error, as the run record keeps it (one line)
 EXIT_CODE_WAIT = (20, 0.05)  # polls x seconds to wait for a dead kernel's exit code (1 s)
+STALL_GRACE_SECONDS = 10  # after a stalled probe's interrupt, for the kernel to go idle before it is stopped
+STALL_GRACE_BYTES = 64 * MiB  # and its messages read (and dropped) meanwhile
 LOG_TAIL_CHARS = 400  # of the kernel's log, quoted when the grader cannot run a notebook
 AUDIT_EVENTS_KEPT = 50  # of the guard's audit records per notebook (the first ones)
 REBOUND_NAMES_KEPT = 50  # of the names the guard says a student's cell rebound, per test cell
@@ -235,17 +238,23 @@ class SandboxedExecute(Execute):
         self._run_dir = Path(tempfile.mkdtemp(prefix="ag-", dir=self.run_root or None))
         self._cgroups = None
         self._log_file = None
+        self._guard_file = None
+        self._sent = {}  # cell index -> the code the kernel ran for it (replayed after a restart)
         try:
             self._prepare_kernel(nb)
             try:
                 nb, resources = super().preprocess(nb, resources, km)
             except Exception as exc:
                 if not self._record.events or self._record.stop is None:
+                    where = " < ".join(
+                        f"{f.name} ({Path(f.filename).name}:{f.lineno})"
+                        for f in reversed(traceback.extract_tb(exc.__traceback__)[-4:])
+                    )
                     self._event(
                         "error",
                         max(self._current, 0),
                         f"the grader could not run the notebook: {type(exc).__name__}: "
-                        f"{str(exc).splitlines()[0] if str(exc) else ''}; kernel log: {self._log_tail()}",
+                        f"{str(exc).splitlines()[0] if str(exc) else ''} at {where}; kernel log: {self._log_tail()}",
                     )
                 raise
         finally:
@@ -310,9 +319,8 @@ class SandboxedExecute(Execute):
                 "preimport": imported_modules(course),
                 "probe": runner_source() if self._judged else "",
             }
-            fd = os.open(guard_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(guard, fh)
+            self._guard_file, self._guard_text = guard_file, json.dumps(guard)
+            self._write_guard_file()
         env = {
             "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
             "HOME": "/tmp",
@@ -383,6 +391,12 @@ class SandboxedExecute(Execute):
         }
         (run / "spec" / KERNEL_NAME / "kernel.json").write_text(json.dumps(kernelspec))
 
+    def _write_guard_file(self):
+        """The guard's instructions, for a kernel about to start (it reads the file and deletes it)."""
+        fd = os.open(self._guard_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(self._guard_text)
+
     def _kernel_source(self, index, cell):
         """What the kernel runs of a test cell: its visible part (a cell without a hidden block: all of it); nothing
         but its docstring where the judge repeats the visible check on inputs of its own (``replaces_visible``: a
@@ -395,7 +409,7 @@ class SandboxedExecute(Execute):
         import numpy as np
         from jupyter_client import BlockingKernelClient
 
-        from autograde.judge import KernelProbe, NoAnswer, ProbeError
+        from autograde.judge import KernelProbe, NoAnswer, ProbeError, Stalled
 
         client = BlockingKernelClient()
         client.load_connection_info(self.km.get_connection_info())
@@ -404,12 +418,25 @@ class SandboxedExecute(Execute):
         t0, probe = time.monotonic(), None
         try:
             remaining = max(1.0, self.notebook_timeout - (time.monotonic() - self._t0))
-            probe = KernelProbe(client, timeout=min(remaining, self._cell_timeout or remaining), stub=self.guard)
+            probe = KernelProbe(
+                client, timeout=min(remaining, self._cell_timeout or remaining), stub=self.guard, alive=self._alive
+            )
             self._judged[index](probe, np.random.default_rng([self._judge_seed, index]))
             return None
         except AssertionError as exc:
             ename, evalue = "AssertionError", str(exc)
             came_back = str(getattr(exc, "came_back", ""))[:200]
+        except Stalled as exc:  # the student's function ran past the probe's deadline or flooded the grader
+            ename, evalue, came_back = "AssertionError", exc.rule, exc.came_back
+            self._event("timeout", index, f"cell {index}: the judge's probe {exc.came_back}; it was interrupted")
+            if not self._settle(client, exc.msg_id) and not self._restart(index):
+                self._stop(
+                    "timeout",
+                    index,
+                    f"cell {index}: the function the judge called {exc.came_back} and kept running after an "
+                    f"interrupt; the kernel was stopped",
+                )
+                self._kill_kernel()
         except ProbeError as exc:
             ename, evalue, came_back = "AssertionError", f"no usable answer from the kernel: {exc}", ""
             if isinstance(exc, NoAnswer):
@@ -419,6 +446,20 @@ class SandboxedExecute(Execute):
                     f"the kernel ran the judge's probe and gave no answer ({exc}): the "
                     f"probe or the kernel's messages had been replaced",
                 )
+        except Exception as exc:  # noqa: BLE001  (what came back crashed the judge: the student's cell fails)
+            # an answer no judge foresaw (an overflowing number, an object posing as a tensor) is the student's
+            # failure for this cell, not the grader's: the cell says so, and the run record keeps the judge's
+            # exception and where it was raised for the instructor (the solution, graded as a control, would show
+            # a judge's own bug: see the preflight)
+            name = getattr(self._judged[index], "__name__", "?")
+            ename, came_back = "AssertionError", f"gave an answer the judge could not read ({type(exc).__name__})"
+            evalue = f"{RULE_PREFIX}returns what the contract says, of the type it says ({came_back})"
+            self._event(
+                "judge",
+                index,
+                f"cell {index}: {name} raised {type(exc).__name__}: {str(exc)[:ERROR_LINE_CHARS]} at "
+                + " < ".join(f"{f.name}:{f.lineno}" for f in reversed(traceback.extract_tb(exc.__traceback__)[-4:])),
+            )
         finally:
             client.stop_channels()
             self._record.judge_seconds.append(
@@ -433,6 +474,87 @@ class SandboxedExecute(Execute):
         err = _error_output(ename, evalue[:ERROR_TEXT_CHARS])
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
         return err
+
+    def _alive(self):
+        proc = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return proc is None or proc.poll() is None
+
+    def _settle(self, client, msg_id):
+        """After a stalled probe: interrupt the kernel and read, dropping them, its messages until the probe's
+        execution goes idle. False where it does not within STALL_GRACE_SECONDS, or floods past STALL_GRACE_BYTES
+        first (the caller stops the kernel): a probe never holds the class. What was in flight when the interrupt
+        landed still arrives, so the grace in bytes is a few times a probe's own cap."""
+        try:
+            client.control_channel.send(client.session.msg("interrupt_request", content={}))
+        except Exception:  # noqa: BLE001  (a kernel that cannot be interrupted is stopped)
+            return False
+        return self._wait_idle(client, msg_id, STALL_GRACE_SECONDS)
+
+    @staticmethod
+    def _wait_idle(client, msg_id, timeout):
+        """Read the kernel's messages, dropping them, until execution `msg_id` goes idle: True, or False past
+        `timeout` seconds or STALL_GRACE_BYTES of messages."""
+        from autograde.judge import message_bytes
+
+        deadline, read = time.monotonic() + timeout, 0
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = client.get_iopub_msg(timeout=left)
+            except Exception:  # noqa: BLE001  (queue.Empty: out of time)
+                return False
+            read += message_bytes(msg.get("content", {}))
+            if read > STALL_GRACE_BYTES:
+                return False
+            if (
+                msg.get("parent_header", {}).get("msg_id") == msg_id
+                and msg.get("msg_type") == "status"
+                and msg.get("content", {}).get("execution_state") == "idle"
+            ):
+                return True
+        return False
+
+    def _restart(self, index):
+        """After a probe the kernel would not give up (it caught every interrupt): start the kernel again and run,
+        in order, the code it had run for the cells up to `index` (their outputs dropped, a measuring cell left
+        out as before), so that the notebook goes on with what its cells define and the stalled function costs
+        its own cell only. False where the kernel does not start, or the replay fails or runs past the
+        notebook's time (the caller stops the notebook)."""
+        from jupyter_client import BlockingKernelClient
+
+        t0 = time.monotonic()
+        try:
+            if self._guard_file is not None:
+                self._guard_file.unlink(missing_ok=True)
+                self._write_guard_file()
+            run_sync(self.km._async_restart_kernel)(now=True)  # the manager may be an async one
+            client = BlockingKernelClient()
+            client.load_connection_info(self.km.get_connection_info())
+            client.start_channels()
+        except Exception as exc:  # noqa: BLE001  (no kernel: the notebook stops)
+            self._event("restart", index, f"the kernel could not be started again: {type(exc).__name__}: {exc}")
+            return False
+        try:
+            remaining = self.notebook_timeout - (time.monotonic() - self._t0)
+            client.wait_for_ready(timeout=max(1.0, remaining))
+            for j, code in sorted(self._sent.items()):
+                if j > index:
+                    break
+                left = self.notebook_timeout - (time.monotonic() - self._t0)
+                if left < 1 or not self._wait_idle(client, client.execute(code, allow_stdin=False), left):
+                    self._event("restart", index, f"the kernel was started again, but replaying cell {j} failed")
+                    return False
+        except Exception as exc:  # noqa: BLE001
+            self._event("restart", index, f"the kernel was started again, but not ready: {type(exc).__name__}: {exc}")
+            return False
+        finally:
+            client.stop_channels()
+        self._event(
+            "restart",
+            index,
+            f"cell {index}: the kernel was started again and cells 0-{index} replayed in "
+            f"{time.monotonic() - t0:.1f} s; the notebook goes on",
+        )
+        return True
 
     def _unjudged(self, cell):
         """The error output of a judged cell left unjudged because a locked cell failed before it."""
@@ -450,9 +572,10 @@ class SandboxedExecute(Execute):
         self.kernel_name = KERNEL_NAME
         self.km = self.kernel_manager_class(kernel_name=KERNEL_NAME, kernel_spec_manager=ksm, config=self.config)
         self.km.connection_file = str(self._run_dir / "ipc" / "connection.json")
-        if self.use_sandbox:
-            self.km.transport = "ipc"
-            self.km.ip = str(self._run_dir / "ipc" / "k")
+        # Unix sockets in the kernel's own folder, sandboxed or not: TCP ports are picked free and bound later,
+        # so kernels started side by side could race for one (a start lost that way was a grading `error`)
+        self.km.transport = "ipc"
+        self.km.ip = str(self._run_dir / "ipc" / "k")
         self.shutdown_kernel = "immediate"
         return self.km
 
@@ -545,6 +668,7 @@ class SandboxedExecute(Execute):
             # the kernel runs the test from the source the grader gave it: the request names it, no more
             digest, nonce = sha256(cell.source), secrets.token_hex(16)
             cell.source = f"{STUB}{digest} {nonce}"
+        self._sent[index] = cell.source
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:

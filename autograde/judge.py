@@ -41,6 +41,8 @@ MAX_BYTES = 4_000_000  # of one answer's JSON
 MAX_DEPTH = 16  # nesting of lists, tuples and dicts
 MAX_ITEMS = 1_000_000  # numbers and strings in one answer, all levels together
 MAX_TEXT = 10_000  # characters of one string (an exception's message is cut to this in the kernel)
+ALIVE_EVERY = 1.0  # seconds between two looks at whether the kernel still runs, while a probe waits
+MAX_PRINTED = 8 * 2**20  # bytes of messages one probe may make the grader read (prints, displays, the answer)
 
 
 class ProbeError(Exception):
@@ -52,6 +54,16 @@ class NoAnswer(ProbeError):
     """The kernel ran a probe to its end (it went idle) and displayed no answer with the call's nonce: the probe
     always answers, even when the student's function raises, so its code or the kernel's messages had been
     replaced. The grader records the run as tampered."""
+
+
+class Stalled(ProbeError):
+    """The student's function, called by a probe, was still running at the probe's deadline, or printed more than
+    ``MAX_PRINTED`` bytes first: the cell fails with `rule` (what the learner reads) and `came_back`, and the
+    executor interrupts the kernel, whose probe `msg_id` is still running, before the notebook goes on."""
+
+    def __init__(self, rule, came_back, msg_id):
+        super().__init__(rule)
+        self.rule, self.came_back, self.msg_id = rule, came_back, msg_id
 
 
 class Broken(AssertionError):
@@ -73,12 +85,16 @@ def value_of(answer, rule):
 
 def number_of(answer, rule):
     """The number that came back (a plain number, or a NumPy or torch scalar, as float() reads it), or `rule`
-    broken with what came back instead."""
+    broken with what came back instead. NaN is never a number that is due (every comparison with it is false, so
+    a check written ``abs(got - want) > tol`` would pass it); an infinity is returned, for the judge to decide."""
     got = value_of(answer, rule)
     try:
-        return float(got)
-    except (TypeError, ValueError):
+        number = float(got)
+    except (TypeError, ValueError, OverflowError):
         raise Broken(rule, describe(answer)) from None
+    if number != number:
+        raise Broken(rule, "returned nan")
+    return number
 
 
 def value_errors(answers, names, raises, named):
@@ -90,6 +106,17 @@ def value_errors(answers, names, raises, named):
             raise Broken(raises, describe(answer))
         if not any(re.search(rf"\b{n}\b", value.message) for n in ((name,) if isinstance(name, str) else name)):
             raise Broken(named)
+
+
+ANSWERS_VALID_INPUT = "rule: valid input returns an answer (ValueError is for bad input only)"
+
+
+def answered(answers, rule=ANSWERS_VALID_INPUT):
+    """Valid input beside the bad, in a bad-input cell: each answer must be a value, whatever its value (that is
+    the other cells' rule). A function that raises ValueError on every input is not checking its input, and
+    earns no bad-input cell."""
+    for answer in answers:
+        value_of(answer, rule)
 
 
 def describe(answer) -> str:
@@ -510,9 +537,13 @@ def _ag_probe(_ag_ns, _ag_name, _ag_calls, _ag_many, _ag_nonce, _ag_tag, _ag_lim
 
     def _ag_call(_ag_a, _ag_k):
         _ag_before, _ag_watch = dict(_ag_counts), _ag_memo.pop("__watched__", None)
+        if "__interrupted__" in _ag_memo:  # an interrupt ends the probe: the calls after it are not made
+            return _ag_raised(_ag_memo["__interrupted__"])
         try:
             _ag_out = {{"value": _encode(_ag_ns[_ag_name](*_ag_a, **_ag_k))}}
         except BaseException as _ag_e:
+            if isinstance(_ag_e, KeyboardInterrupt):
+                _ag_memo["__interrupted__"] = _ag_e
             _ag_out = _ag_raised(_ag_e)
         if _ag_watch is not None:
             _ag_out["after"] = [_encode(_ag_w) for _ag_w in _ag_watch]
@@ -668,13 +699,20 @@ def _document(text, kinds):
 
 class Answer(tuple):
     """("value", v) or ("raised", Raised), with ``after``: the watched arguments as they were after the call (a
-    list), or None where the call watched none."""
+    list), or None where the call watched none; and ``observed``: the counted forwards of that call ({label: n},
+    the kernel's report: see ``counted``)."""
 
     after = None
+    observed = {}
 
 
 def _one(doc, budget=None):
     budget = [MAX_ITEMS] if budget is None else budget
+    if "observed" in doc:
+        seen = _observed(doc)
+        answer = _one({key: v for key, v in doc.items() if key != "observed"}, budget)
+        answer.observed = seen
+        return answer
     if "after" in doc:
         if not isinstance(doc["after"], list) or len(doc["after"]) > 64:
             raise ProbeError("after must be a short list of the watched arguments")
@@ -749,6 +787,8 @@ def _node(x, depth, budget):
         values = _node(x["values"], depth + 1, budget)
         if not _has_shape(values, x["shape"]):
             raise ProbeError(f"a tensor's values do not have its shape {x['shape']}")
+        if not _of_dtype(values, x["dtype"]):
+            raise ProbeError(f"a tensor's values are not all of its dtype {x['dtype'][:40]}")
         return Tensor(x["kind"], x["dtype"][:40], tuple(x["shape"]), values)
     if tag == "other" and keys == {"t", "type"} and isinstance(x["type"], str):
         return Other(x["type"][:200])
@@ -760,6 +800,29 @@ class Other:
     """An object the probe could not turn into plain data (the judge fails it where a value is expected)."""
 
     type: str
+
+
+_LEAF_TYPES = {  # what tolist() gives for each dtype (an object that only claims to be a tensor gives others)
+    **{name: (bool,) for name in ("bool",)},
+    **{name: (int,) for name in ("uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64")},
+    **{name: (float, int) for name in ("float16", "bfloat16", "float32", "float64", "half", "float", "double")},
+}
+
+
+def _of_dtype(values, dtype):
+    """The values of a tensor answer are of the kind its dtype gives (ints for an int64 tensor, not strings);
+    a dtype outside the table is not checked."""
+    kinds = _LEAF_TYPES.get(dtype)
+    if kinds is None:
+        return True
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif not isinstance(v, kinds) or (isinstance(v, bool) and kinds != (bool,)):
+            return False
+    return True
 
 
 def _has_shape(values, shape):
@@ -814,10 +877,11 @@ class KernelProbe(_Probe):
     `stub`: the kernel is the guard kernel (autograde.guard_kernel), which holds the probe's runner: a probe is
     sent as one line of data (``probe_stub``). Otherwise (a plain kernel) as a cell with the runner's source."""
 
-    def __init__(self, client, timeout=60.0, stub=False):
+    def __init__(self, client, timeout=60.0, stub=False, alive=None):
         super().__init__()
         self.client, self.timeout, self.waited = client, float(timeout), 0.0  # waited: seconds in the kernel
         self.stub = bool(stub)
+        self.alive = alive  # () -> bool: is the kernel's process still running (None: not asked)
 
     def _ask(self, name, request, nonce):
         t0 = time.monotonic()
@@ -827,16 +891,38 @@ class KernelProbe(_Probe):
             self.waited += time.monotonic() - t0
 
     def _ask_kernel(self, name, code, nonce):
+        """One probe's round trip, bounded as a whole: `timeout` seconds from the request to the kernel's idle, and
+        ``MAX_PRINTED`` bytes of messages read meanwhile (every message counts, the probe's or not: what the
+        grader reads is what it holds). Past either, ``Stalled``."""
         msg_id = self.client.execute(code, store_history=False, allow_stdin=False)
-        answer = None
+        deadline, printed, answer = time.monotonic() + self.timeout, 0, None
         while True:
+            left = deadline - time.monotonic()
             try:
-                msg = self.client.get_iopub_msg(timeout=self.timeout)
+                if left <= 0:
+                    raise TimeoutError
+                msg = self.client.get_iopub_msg(timeout=min(left, ALIVE_EVERY) if self.alive else left)
             except Exception:
-                raise ProbeError(f"the kernel did not finish the probe of {name} within {self.timeout:.0f} s") from None
+                if self.alive is not None and time.monotonic() < deadline:
+                    if self.alive():
+                        continue
+                    raise ProbeError(f"the kernel died while the judge's probe of {name} ran") from None
+                raise Stalled(
+                    f"rule: {name}() returns within {self.timeout:.0f} s on the judge's inputs",
+                    f"was still running after {self.timeout:.0f} s",
+                    msg_id,
+                ) from None
+            content = msg.get("content", {}) if isinstance(msg, dict) else {}
+            printed += message_bytes(content)
+            if printed > MAX_PRINTED:
+                raise Stalled(
+                    f"rule: {name}() prints at most {MAX_PRINTED // 2**20} MB when the judge calls it",
+                    f"printed more than {MAX_PRINTED // 2**20} MB",
+                    msg_id,
+                )
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
-            kind, content = msg["msg_type"], msg.get("content", {})
+            kind = msg["msg_type"]
             if kind == "display_data" and answer is None:
                 text = (content.get("data") or {}).get(MIME)
                 if isinstance(text, str):
@@ -852,6 +938,17 @@ class KernelProbe(_Probe):
         if answer is None:
             raise NoAnswer(f"the kernel gave no answer to the probe of {name}")
         return answer
+
+
+def message_bytes(content):
+    """Bytes of one message's printed text and displayed data (what a flood makes the grader read)."""
+    if not isinstance(content, dict):
+        return 0
+    size = len(str(content.get("text", "")))
+    data = content.get("data")
+    if isinstance(data, dict):
+        size += sum(len(str(v)) for v in data.values())
+    return size + sum(len(str(line)) for line in content.get("traceback", []) or [])
 
 
 class LocalProbe(_Probe):

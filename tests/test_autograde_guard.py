@@ -151,8 +151,12 @@ def test_the_rebinding_cheats_of_notebook_04_pass_without_the_record_and_fail_wi
 
     nb = nbformat.read(str(cases04.SOLUTION), as_version=4)
     setup = next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
-    tests = {
-        c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+    from autograde.executor import visible_part
+
+    tests = {  # what the kernel runs of a test cell: its visible part (the hidden block is its judge's)
+        c.metadata["nbgrader"]["grade_id"]: visible_part(c.source)[0]
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade")
     }
     verify = cases04.solution_answers()["verify"]
     for answer, test in (

@@ -317,3 +317,45 @@ def test_measuring_tags_sit_on_plain_course_cells_only():
         tagged[n, "solutions"]
         for n in ("05_acceptance_in_practice", "09_speculation_that_pays", "10_batches_and_servers")
     ), "the measuring notebooks tag their cells"
+
+
+# ------------------------------------------------------------------------------------------ a judge that crashes
+def test_an_answer_that_crashes_a_judge_fails_its_cell_and_the_notebook_goes_on(monkeypatch):
+    """A judge that raises anything but its verdict (an overflow, a TypeError on an object posing as a tensor) fails
+    the student's cell with a rule the learner reads; the run record keeps the judge's exception for the
+    instructor; the cells after it run (before issue 77 the submission ended as `error`, ungraded)."""
+    import nbformat
+
+    from autograde import executor
+
+    def crashing(probe, rng):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    def passing(probe, rng):
+        return None
+
+    judges = {"test_crash": crashing, "test_after": passing}
+    monkeypatch.setattr(executor, "judge_for", lambda assignment, grade_id: judges.get(grade_id))
+    monkeypatch.setattr(executor, "warm_judges", lambda assignment: None)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f'"""{g}"""\nassert True') for g in judges]
+    for cell, grade_id in zip(nb.cells, judges):
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "grade_id": grade_id,
+            "locked": True,
+            "points": 1,
+            "schema_version": 3,
+            "solution": False,
+        }
+    nb.cells.append(nbformat.v4.new_code_cell("print('after')"))
+    ex = executor.SandboxedExecute(use_sandbox=False, guard=False, timeout=30, notebook_timeout=120, threads=1)
+    out, _ = ex.preprocess(nb, {"metadata": {"path": "/tmp"}, "nbgrader": {"assignment": "x", "student": "s"}})
+    errors = [o for o in out.cells[0].outputs if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].evalue.startswith("rule: returns what the contract says"), errors
+    assert "OverflowError" in errors[0].evalue
+    assert not [o for o in out.cells[1].outputs if o.output_type == "error"]
+    assert out.cells[2].outputs[0]["text"] == "after\n"
+    judge_events = [e for e in ex._record.events if e["kind"] == "judge"]
+    assert len(judge_events) == 1 and "crashing raised OverflowError: cannot convert" in judge_events[0]["message"]
+    assert ex._record.stop is None

@@ -415,7 +415,7 @@ def test_every_judged_cell_names_its_judge_and_every_judge_has_its_cell():
         cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
         at = next(i for i, c in enumerate(cells) if c.metadata["nbgrader"]["grade_id"] in judges)
         gid = cells[at].metadata["nbgrader"]["grade_id"]
-        must = f"{gid}: its hidden block must be the one line \"{MARK.format(module=module, function=gid)}\""
+        must = f"{gid}: its hidden block must be the one line {MARK.format(module=module, function=gid)!r}"
         renamed = nbformat.from_dict(cells[at])
         renamed.source = cells[at].source.replace(f".{module}.{gid}", f".{module}.test_nothing")
         assert out_of_step(name, cells[:at] + [renamed] + cells[at + 1 :]) == [must]
@@ -555,3 +555,115 @@ def test_a_greedy_decoder_fails_the_sampling_judges_whatever_pair_is_drawn():
         for name in ("test_speculative_generate_distribution", "test_speculative_generate_distribution_temperature"):
             with pytest.raises(AssertionError, match="distributed as the target's own sampling"):
                 nb04.JUDGES[name](probe, np.random.default_rng([seed, 7]))
+
+
+# ------------------------------------------------------------------ the probe's own limits (issue 77)
+class _Chatty:
+    """A kernel client whose kernel never goes idle: a message of `size` characters every `every` seconds."""
+
+    def __init__(self, size=1, every=0.01):
+        self.size, self.every, self.read = size, every, 0
+
+    def execute(self, code, **kwargs):
+        return "probe-1"
+
+    def get_iopub_msg(self, timeout):
+        import time
+
+        time.sleep(min(self.every, timeout))
+        self.read += 1
+        return {
+            "parent_header": {"msg_id": "probe-1"},
+            "msg_type": "stream",
+            "content": {"name": "stdout", "text": "." * self.size},
+        }
+
+
+def test_a_probe_has_a_deadline_for_the_whole_call_not_per_message():
+    """A function printing a dot every 10 ms never lets a per-message timeout expire: the call's deadline does."""
+    import time
+
+    probe = judge.KernelProbe(_Chatty(), timeout=0.5, stub=True)
+    t0 = time.monotonic()
+    with pytest.raises(judge.Stalled, match=r"returns within 0 s|returns within 1 s") as caught:
+        probe("f", 1)
+    assert time.monotonic() - t0 < 2, "the probe waited past its deadline"
+    assert caught.value.came_back.startswith("was still running") and caught.value.msg_id == "probe-1"
+    assert str(caught.value).startswith("rule: f() returns within")
+
+
+def test_a_probe_stops_reading_a_flood():
+    client = _Chatty(size=1_000_000, every=0)
+    with pytest.raises(judge.Stalled, match="prints at most 8 MB") as caught:
+        judge.KernelProbe(client, timeout=60, stub=True)("f", 1)
+    assert caught.value.came_back == "printed more than 8 MB"
+    assert client.read <= judge.MAX_PRINTED // 1_000_000 + 1, client.read
+
+
+def test_a_probe_whose_kernel_died_says_so_at_once():
+    import time
+
+    class Silent(_Chatty):
+        def get_iopub_msg(self, timeout):
+            time.sleep(timeout)
+            raise TimeoutError
+
+    t0 = time.monotonic()
+    with pytest.raises(judge.ProbeError, match="died") as caught:
+        judge.KernelProbe(Silent(), timeout=30, stub=True, alive=lambda: False)("f", 1)
+    assert not isinstance(caught.value, judge.Stalled)
+    assert time.monotonic() - t0 < 3
+
+
+def test_an_interrupt_ends_the_probe_and_the_calls_after_it_are_not_made():
+    calls = []
+
+    def stubborn(x):
+        calls.append(x)
+        raise KeyboardInterrupt
+
+    answers = judge.LocalProbe({"stubborn": stubborn}).many("stubborn", [((j,), {}) for j in range(3)])
+    assert calls == [0], calls
+    assert [a[1].type for a in answers] == ["KeyboardInterrupt"] * 3
+
+
+def test_an_object_that_only_claims_to_be_a_tensor_is_refused():
+    fake = {"t": "tensor", "kind": "torch", "dtype": "int64", "shape": [2], "values": ["a", "b"]}
+    with pytest.raises(judge.ProbeError, match="dtype int64"):
+        judge.decode(json.dumps({"nonce": "n", "value": fake}))
+    fake.update(values=[True, 1])
+    with pytest.raises(judge.ProbeError, match="dtype int64"):
+        judge.decode(json.dumps({"nonce": "n", "value": fake}))
+    fake.update(values=[3, 1])
+    assert judge.decode(json.dumps({"nonce": "n", "value": fake}))[1].values == [3, 1]
+
+
+def test_nan_is_never_a_number_that_is_due():
+    nan = judge.decode(json.dumps({"nonce": "n", "value": {"t": "float", "v": "nan"}}))
+    with pytest.raises(judge.Broken, match="rule: r") as caught:
+        judge.number_of(nan, "rule: r")
+    assert caught.value.came_back == "returned nan"
+    inf = judge.decode(json.dumps({"nonce": "n", "value": {"t": "float", "v": "inf"}}))
+    assert judge.number_of(inf, "rule: r") == math.inf
+
+
+def _judge_modules():
+    from pathlib import Path
+
+    return sorted(Path(judge.__file__).parent.joinpath("judges").glob("nb*.py"))
+
+
+@pytest.mark.parametrize("path", _judge_modules(), ids=lambda p: p.stem)
+def test_no_judge_tolerance_check_passes_nan(path):
+    """`abs(got - want) > tol` is false for NaN, so NaN would pass it: checks are written `not ... <= tol`, and so
+    is every distance a judge compares (the rule is simplest kept whole)."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Call)
+            and getattr(node.left.func, "id", "") == "abs"
+            and any(isinstance(op, (ast.Gt, ast.GtE)) for op in node.ops)
+        ):
+            bad.append(f"line {node.lineno}: {ast.unparse(node)}")
+    assert not bad, bad

@@ -3420,3 +3420,35 @@ def test_every_notebook_shows_a_slip_that_costs_only_its_rule():
     several = {prefix for prefix in NOTEBOOKS if any(len(part_test_cells(prefix, p)) > 1 for p in parts(prefix))}
     shown = {slip[0] for slip in ONE_RULE_SLIPS}
     assert several <= shown, f"no one-rule slip for notebooks {sorted(several - shown)}"
+
+
+def _raising_stub(source):
+    """The solution cell with every function's body replaced by `raise ValueError(...)` naming all its arguments:
+    no implementation at all, only the one answer a bad-input rule wants."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            names = [a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs]
+            node.body = [ast.parse(f"raise ValueError({'bad input: ' + ', '.join(names)!r})").body[0]]
+    return ast.unparse(tree)
+
+
+@pytest.mark.parametrize("prefix", sorted(NOTEBOOKS))
+def test_a_stub_that_raises_valueerror_on_everything_earns_no_cell(prefix):
+    """Issue 77: with no implementation at all, functions that raise ValueError naming every argument earned the
+    bad-input cells (09 5 of 21, 10 4/16, 11 4/10, 08 3/17, 07 1/16). A bad-input cell now also calls the
+    function on valid input and wants an answer (`autograde.judge.answered`), so the stub earns nothing."""
+    stubs = {part: _raising_stub(solution_source(prefix, part)) for part in parts(prefix)}
+    ns = namespace(prefix, stubs)
+    earned = []
+    for part in parts(prefix):
+        for grade_id, cell_source in part_test_cells(prefix, part):
+            test = TestCell(grade_id, 1.0, cell_source)
+            try:
+                exec(compile(visible_part(cell_source)[0] if test.judge else cell_source, grade_id, "exec"), dict(ns))
+                if test.judge:
+                    judge_of(test)(LocalProbe(ns), np.random.default_rng([JUDGE_SEED, 0]))
+            except Exception:  # noqa: BLE001  (an assert or the stub's ValueError: the cell fails)
+                continue
+            earned.append(grade_id)
+    assert not earned, f"{prefix}: a stub that raises ValueError on everything passes {earned}"

@@ -22,6 +22,7 @@ from autograde.judge import (
     copy_of,
     counted,
     describe,
+    double,
     generator,
     kind_of,
     named,
@@ -244,7 +245,7 @@ def _sampled_rounds(probe, rng, V, k, n_draws=4000):
         raise AssertionError("rule: sampling: the first output token is distributed as p[0] (other p, q and k)")
     if n_first and not _chi2_ok(second, p64[1]):
         raise AssertionError("rule: sampling: after an accepted first draft, the next token is distributed as p[1]")
-    if abs(n_first / n_draws - alpha) >= 5 * (alpha * (1 - alpha) / n_draws) ** 0.5:
+    if not abs(n_first / n_draws - alpha) < 5 * (alpha * (1 - alpha) / n_draws) ** 0.5:
         raise AssertionError("rule: sampling: the first draft is accepted with probability alpha = sum(min(p, q))")
 
 
@@ -309,7 +310,11 @@ def _same_or_tie(model, want, got, gap=1e-4):
     torch = _torch()
     if got == want:
         return True
+    if len(got) != len(want):
+        return False
     i = next(j for j, (a, b) in enumerate(zip(want, got)) if a != b)
+    if i == 0:  # the prompt itself differs: no logit decides it
+        return False
     with torch.no_grad():
         top2 = model(torch.tensor([want[:i]])).logits[0, -1].topk(2).values
     return float(top2[0] - top2[1]) < gap
@@ -322,13 +327,27 @@ def _greedy(probe, cases, rule):
 
     # a recipe repeated across the calls is built once on each side: in the kernel by the probe's memo, here below
     targets = {repr(t): build(t, _names()) for t, *_ in cases}
-    answers = probe.many(GENERATE, [((t, d, tensor(prompt), n), {"k": k}) for t, d, prompt, n, k in cases])
+    answers = probe.many(
+        GENERATE, [((t, counted(d, "draft"), tensor(prompt), n), {"k": k}) for t, d, prompt, n, k in cases]
+    )
     for answer, (t, d, prompt, n, k) in zip(answers, cases):
         got, _ = _tokens(answer, rule, prompt.shape[1] + n)
         model = targets[repr(t)]
         want = greedy_generate(model, prompt, n)[0].tolist()
         if not _same_or_tie(model, want, got):
             raise AssertionError(rule)
+        if n >= 2:  # one new token needs no draft (its round may propose none)
+            _speculated(answer)
+
+
+SPECULATES = "rule: it speculates: the draft proposes tokens that the target verifies (not plain decoding)"
+
+
+def _speculated(answer):
+    """The draft model was run during the call (its forwards, counted): a decoder that never drafts, however right
+    its output, is plain decoding. Its statistics are test_speculative_generate_stats_forwards' to check."""
+    if answer.observed.get("draft", 0) + answer.observed.get("draft.model", 0) < 1:
+        raise Broken(SPECULATES, "never ran the draft model")
 
 
 def _prompt(rng, domain, length):
@@ -456,7 +475,7 @@ def test_speculative_generate_stats(probe, rng):
             )
         _, st = _tokens(answers[3 * j + 2], rule, T + n + 4)
         _, d, a = _check_stats(st, 4)
-        if a < 0.9 * d:
+        if d < 1 or a < 0.9 * d:  # nothing drafted is nothing accepted
             raise AssertionError(
                 "rule: temperature applies to both models: a draft equal to the target is accepted at any temperature"
             )
@@ -509,6 +528,46 @@ def test_speculative_generate_stats_forwards(probe, rng):
             raise AssertionError(
                 "rule: the prompt, then tokens from the target (the first new token is the target's argmax)"
             )
+    _rounds_match_the_draft(probe, rng)
+
+
+def _rounds_match_the_draft(probe, rng):
+    """With a draft that often disagrees (a noisy copy, both in float64 so that no rounding breaks a tie), each
+    round's (drafted, accepted) is what the draft's own greedy tokens give against the output: while k + 1 or
+    more tokens are still to come, a round drafts k and accepts the longest prefix of the draft's greedy
+    continuation that the output then holds. The judge computes that with its own copy of the draft, so made-up
+    statistics, or plain decoding that reports rounds it never ran, do not match."""
+    torch = _torch()
+    big, _, copy = _random_models(rng)
+    t, d = double(big), double(copy)
+    draft = build(d, {})
+    k, n = int(rng.integers(2, 6)), int(rng.integers(24, 36))
+    prompt = _ids(rng, int(rng.integers(3, 10)))
+    T = prompt.shape[1]
+    rule = "rule: stats: they count work done: a target forward per round, a draft forward per drafted token"
+    ids, stats = _tokens(
+        probe(GENERATE, t, counted(d, "draft"), tensor(prompt), n, k=k),
+        "rule: returns the prompt followed by exactly max_new_tokens new tokens",
+        T + n,
+    )
+    per = stats.get("per_round")
+    if not (isinstance(per, list) and all(isinstance(x, (list, tuple)) and len(x) == 2 for x in per)):
+        raise AssertionError(rule)
+    at, mismatched, checked = 0, 0, 0
+    for drafted, accepted in per:
+        if n - at < k + 1:
+            break
+        with torch.no_grad():
+            seq = torch.tensor([ids[: T + at]])
+            for _ in range(k):
+                seq = torch.cat([seq, draft(seq).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        proposed, emitted = seq[0, T + at :].tolist(), ids[T + at : T + at + k]
+        agree = next((i for i, (a, b) in enumerate(zip(proposed, emitted)) if a != b), k)
+        mismatched += (drafted, accepted) != (k, agree)
+        checked += 1
+        at += (accepted if type(accepted) is int and 0 <= accepted <= k else 0) + 1
+    if checked == 0 or mismatched:
+        raise Broken(rule, f"reported {mismatched} of {checked} rounds unlike the draft's own proposals")
 
 
 MODE_MAX = 0.8  # the most probable pair of first tokens in the two-token test: at most this likely
@@ -546,9 +605,13 @@ def _two_token_test(probe, rng, temperature, k, n_runs=600):
         "rule: exact: at a temperature > 0 the new tokens are distributed as the target's own sampling (another "
         "temperature)"
     )
-    for answer in probe.map(
-        GENERATE, n_runs, (t, d, tensor(prompt), 2), {"k": k, "temperature": temperature, "generator": seeds(draws)}
-    ):
+    answers = probe.map(
+        GENERATE,
+        n_runs,
+        (t, counted(d, "draft"), tensor(prompt), 2),
+        {"k": k, "temperature": temperature, "generator": seeds(draws)},
+    )
+    for answer in answers:
         ids, _ = _tokens(answer, rule, T0 + 2)
         if not all(0 <= x < V for x in ids[T0:]):
             raise AssertionError(rule)
@@ -559,6 +622,7 @@ def _two_token_test(probe, rng, temperature, k, n_runs=600):
         obs, exp = np.append(obs, counts[small].sum()), np.append(exp, want[small].sum())
     if not chisquare(obs, exp * obs.sum() / exp.sum()).pvalue > 1e-6:
         raise AssertionError(rule)
+    _speculated(answers[0])
 
 
 def test_speculative_generate_distribution(probe, rng):

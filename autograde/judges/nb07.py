@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
+from autograde.judge import Broken, answered, call, describe, item, named, number_of, value_errors, value_of
 from autograde.judges import hardware, model_configs
 
 NVLINK, LATENCY = 450e9, 6e-6  # the notebook's NVLINK_BYTES_PER_S and ALLREDUCE_LATENCY_S
@@ -814,6 +814,7 @@ def test_fit_step_line_bad_input(probe, rng):
         [(b, 1, 0, c * b) for b in (1, 2, 4, 8)],
         [(b, 1, 100, c * b) for b in (1, 2, 4, 8)],
     ]
+    answered(probe.many(FIT, [((good,), {})]))
     value_errors(
         probe.many(FIT, [((rows,), {}) for rows in bad]),
         ["timings"] * len(bad),

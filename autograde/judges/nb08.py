@@ -10,7 +10,7 @@ locked given cells restating notebook 07. A first draft pass given as a function
 
 from __future__ import annotations
 
-from autograde.judge import Broken, describe, named, number_of, value_errors, value_of
+from autograde.judge import Broken, answered, describe, named, number_of, value_errors, value_of
 from autograde.judges.nb07 import H100, _is_group, attained, group, hw, model, plain, ref_fits, ref_speedup, scaled
 
 NAMES = ("H100 SXM", "H200 SXM", "A100 80GB SXM", "L4")
@@ -339,6 +339,7 @@ def test_speedup_from_times_bad_input(probe, rng):
         ((float(rng.uniform(1.01, 2)), 4, p, r), "alpha"),
         ((0.8, 0, p, r), "k"),
     ]
+    answered(probe.many(TIMES, [((0.8, 4, p, r), {})]))
     order = rng.permutation(len(bad)).tolist()
     value_errors(
         probe.many(TIMES, [(bad[i][0], {}) for i in order]),
@@ -415,6 +416,7 @@ def test_check_claim_bad_input(probe, rng):
         ((0.6, 4, p, (0.0, 2 * p)), "round_s_range"),
         ((0.6, 4, 0.0, (1.5 * p, 2 * p)), "plain_step_s"),
     ]
+    answered(probe.many(CLAIM, [((0.6, 4, p, (1.5 * p, 2 * p)), {})]))
     order = rng.permutation(len(bad)).tolist()
     value_errors(
         probe.many(CLAIM, [(bad[i][0], {}) for i in order]),
@@ -435,7 +437,7 @@ def test_should_speculate(probe, rng):
     ):
         a = float(rng.uniform(0, 1))
         s = ref_speedup(b, L, a, k, t[1], d[1], g[1])
-        if abs(s - 1) >= 1e-9:
+        if not abs(s - 1) < 1e-9:
             cases.append(((b, L, a, k, t, d, g), s))
     h100, l8, l1 = H100(), model("Llama-3.1-8B"), model("Llama-3.2-1B")
     g = attained(h100, 0.85, 0.7, 2e-3)
@@ -556,6 +558,7 @@ def test_best_k_for_batch_bad_input(probe, rng):
         ((1, 0, float(rng.uniform(1.01, 3))) + base, "alpha"),
         ((int(rng.integers(256, 400)), 4096, 0.8) + base, "context"),
     ]
+    answered(probe.many(BEST, [((1, 0, 0.8) + base, {})]))
     order = rng.permutation(len(bad)).tolist()
     value_errors(
         probe.many(BEST, [(bad[i][0], {}) for i in order]),

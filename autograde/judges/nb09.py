@@ -15,6 +15,7 @@ import numpy as np
 from autograde.judge import (
     Broken,
     Tensor,
+    answered,
     build,
     call,
     describe,
@@ -214,6 +215,7 @@ def test_choose_path_bad_input(probe, rng):
         ((rows, al, str(b)), "budget"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(PATH, [((rows, al, b), {})]))
     value_errors(
         probe.many(PATH, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -315,6 +317,7 @@ def test_rule_k_bad_input(probe, rng):
         ((a, {"c": terms["c"]}, [1, 2]), "terms"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(RULE, [((a, terms, [1, 2, 4]), {})]))
     value_errors(
         probe.many(RULE, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -447,6 +450,7 @@ def test_tree_mask_bad_input(probe, rng):
         (([-1], L + 0.5), "prefix_len"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(MASK, [(([-1, 0, 0], L), {})]))
     value_errors(
         probe.many(MASK, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -553,6 +557,7 @@ def test_verify_tree_greedy_bad_input(probe, rng):
         (([-1, 0], [a, b, a], [1, 2, 3]), "tokens"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(WALK, [(([-1, 0], [a, b], [1, 2, 3]), {})]))
     value_errors(
         probe.many(WALK, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -936,6 +941,7 @@ def test_verify_tree_sampled_bad_input(probe, rng):
         (([-1, 0], [a, b], P, tensor(negative)), "q"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(SAMPLED, [(([-1, 0], [a, b], P, Q), {})]))
     value_errors(
         probe.many(SAMPLED, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],

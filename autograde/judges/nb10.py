@@ -14,6 +14,7 @@ import numpy as np
 from autograde.judge import (
     Broken,
     Tensor,
+    answered,
     build,
     call,
     cost,
@@ -165,6 +166,7 @@ def test_batched_accept_bad_input(probe, rng):
         ((z(B, k + 1), z(k)), "drafts"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(ACCEPT, [((z(B, k + 1), z(B, k)), {})]))
     value_errors(
         probe.many(ACCEPT, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -282,6 +284,7 @@ def test_rollback_bad_input(probe, rng):
         ((ones, full, tensor(_t([k + 1] + [1] * (B - 1))), k), "n_accepted"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(ROLLBACK, [((ones, full, n_ok, k), {})]))
     value_errors(
         probe.many(ROLLBACK, [(bad[i][0], {}) for i in order]),
         [bad[i][1] for i in order],
@@ -506,6 +509,7 @@ def test_run_seconds_bad_input(probe, rng):
         (args(k=float(k)), "k"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(RUN, [(args(), {})]))
     answers = probe.many(RUN, [(bad[i][0], {}) for i in order])
     value_errors(
         answers,
@@ -635,6 +639,7 @@ def test_serving_metrics_bad_input(probe, rng):
         ((example, 2.0, -float(rng.uniform(0, 1))), "tpot_slo"),
     ]
     order = rng.permutation(len(bad)).tolist()
+    answered(probe.many(METRICS, [((example,), {})]))
     answers = probe.many(METRICS, [(bad[i][0], {}) for i in order])
     value_errors(
         answers,

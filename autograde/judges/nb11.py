@@ -7,7 +7,7 @@ from the grader's generator instead of a seed written into the test cell.
 
 from __future__ import annotations
 
-from autograde.judge import value_errors, value_of
+from autograde.judge import answered, value_errors, value_of
 
 FN = "acceptance_from_counters"
 KEYS = {"alpha", "tau", "acceptance_rate", "position_rates"}
@@ -51,16 +51,16 @@ def test_acceptance_from_counters(probe, rng):
         ):
             raise AssertionError("rule: plain floats and a list of plain floats")
         want = _reference(c)
-        if abs(got["alpha"] - want["alpha"]) > 1e-12:
+        if not abs(got["alpha"] - want["alpha"]) <= 1e-12:
             raise AssertionError("rule: alpha = A / (A + D - a_{k-1}), the maximum-likelihood estimate of notebook 05")
-        if abs(got["alpha"] - alpha_true) > 0.02:
+        if not abs(got["alpha"] - alpha_true) <= 0.02:
             raise AssertionError("rule: alpha-hat recovers the alpha of simulated rounds")
-        if abs(got["tau"] - want["tau"]) > 1e-12:
+        if not abs(got["tau"] - want["tau"]) <= 1e-12:
             raise AssertionError("rule: tau = 1 + A / D")
-        if abs(got["acceptance_rate"] - want["acceptance_rate"]) > 1e-12:
+        if not abs(got["acceptance_rate"] - want["acceptance_rate"]) <= 1e-12:
             raise AssertionError("rule: acceptance rate = A / draft tokens")
         if len(got["position_rates"]) != k or any(
-            abs(r - w) > 1e-12 for r, w in zip(got["position_rates"], want["position_rates"])
+            not abs(r - w) <= 1e-12 for r, w in zip(got["position_rates"], want["position_rates"])
         ):
             raise AssertionError("rule: position rates a_i / D")
 
@@ -110,6 +110,7 @@ def test_acceptance_from_counters_bad_input(probe, rng):
         dict(ok, accepted_tokens=sum(per) + 1),
         dict(ok, accepted_per_position=[per[1], per[0], 0]),
     ]
+    answered(probe.many(FN, [((ok,), {})]))
     value_errors(
         probe.many(FN, [((bad,), {}) for bad in bads]),
         ["counters"] * len(bads),
@@ -201,6 +202,7 @@ def test_read_spec_counters_bad_input(probe, rng):
         good + f'{p}spec_decode_num_accepted_tokens_per_pos_total{{position="1"}} 2\n',
         good + "{broken 1\n",
     ]
+    answered(probe.many(PARSER, [((good,), {})]))
     value_errors(
         probe.many(PARSER, [((bad,), {}) for bad in bads]),
         ["text"] * len(bads),
@@ -276,6 +278,7 @@ def test_vllm_gate_config_bad_input(probe, rng):
         ({1: k}, True, "max_num_seqs"),
         (None, m, "decision"),
     )
+    answered(probe.many(GATE, [(({1: k}, m), {})]))
     value_errors(
         probe.many(GATE, [((decision, max_num_seqs), {}) for decision, max_num_seqs, _ in cases]),
         [name for _, _, name in cases],
@@ -415,6 +418,7 @@ def test_trace_from_stream_bad_input(probe, rng):
         [good, {"sent": s, "chunks": [[a, 0], [b, 0]]}],
         [],
     ]
+    answered(probe.many(TRACE, [(([good],), {})]))
     order = rng.permutation(len(bads)).tolist()
     value_errors(
         probe.many(TRACE, [((bads[j],), {}) for j in order]),
