@@ -31,3 +31,20 @@ c.GenerateFeedback.preprocessors = [ClearHiddenTests, GetGrades, CSSHTMLHeaderPr
 
 # a cell may run for at most this many seconds (the longest measurement cell takes well under it)
 c.Execute.timeout = 120
+
+# every grading path runs the judges: plain `nbgrader autograde` and formgrader's Autograde button grade through the
+# course's executor (the sandbox, the guard, and the judges outside the student's process), as `python -m autograde
+# class` does. A judged cell's hidden block is one comment line: graded by nbgrader's own Execute, its visible part
+# alone would decide it (measured: a submission of 01 whose functions return the visible examples' constants, 8 of 9)
+import sys  # noqa: E402
+
+sys.path.insert(0, here)  # the course's own package, wherever nbgrader runs from
+
+from nbgrader.converters import Autograde  # noqa: E402
+from nbgrader.preprocessors import Execute  # noqa: E402
+
+from autograde.executor import SandboxedExecute  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    SandboxedExecute if p is Execute else p for p in Autograde.class_traits()["autograde_preprocessors"].default()
+]

@@ -53,6 +53,8 @@ CPU_PER_WALL_SECOND = 2  # CPU seconds per wall second of the notebook limit: tw
 CPU_SLACK_SECONDS = 60  # kernel start-up and imports, on top of that
 FILE_BYTES = 256 * MiB  # largest file the kernel may write
 TMP_BYTES = 512 * MiB  # the kernel's private /tmp
+FOLDER_BYTES = 512 * MiB  # all the kernel writes into its copy of the student's folder (on the host's disk)
+FOLDER_POLL_SECONDS = 0.5  # how often the grader adds that folder up
 MAX_PIDS = 256  # processes and threads of one sandbox (torch starts a pool per core)
 CELL_OUTPUT_BYTES = 1_000_000  # output kept per cell: ample for a plot, not for a 100 MB print
 NOTEBOOK_OUTPUT_BYTES = 10_000_000  # output kept per notebook
@@ -163,6 +165,25 @@ def _error_output(ename, evalue):
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
+def _folder_size(path):
+    """Bytes of the files under `path` (not following links), as far as it can be read while the kernel writes."""
+    total, todo = 0, [str(path)]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            todo.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
 def _signal_name(number):
     try:
         return signal.Signals(number).name
@@ -186,6 +207,7 @@ class SandboxedExecute(Execute):
     cpu_seconds = Integer(0, help="CPU-time limit of the kernel (0: derived from notebook_timeout)").tag(config=True)
     file_bytes = Integer(FILE_BYTES, help="largest file the kernel may write").tag(config=True)
     tmp_bytes = Integer(TMP_BYTES, help="size of the kernel's private /tmp").tag(config=True)
+    folder_bytes = Integer(FOLDER_BYTES, help="bytes in the kernel's copy of the student's folder").tag(config=True)
     max_pids = Integer(MAX_PIDS, help="processes and threads in one sandbox (cgroup, where available)").tag(config=True)
     max_output_bytes = Integer(CELL_OUTPUT_BYTES, help="output kept per cell (errors are always kept)").tag(config=True)
     max_total_output_bytes = Integer(NOTEBOOK_OUTPUT_BYTES, help="output kept per notebook").tag(config=True)
@@ -239,9 +261,11 @@ class SandboxedExecute(Execute):
         self._cgroups = None
         self._log_file = None
         self._guard_file = None
+        self._folder_done, self._folder_full = threading.Event(), None
         self._sent = {}  # cell index -> the code the kernel ran for it (replayed after a restart)
         try:
             self._prepare_kernel(nb)
+            self._watch_folder()
             try:
                 nb, resources = super().preprocess(nb, resources, km)
             except Exception as exc:
@@ -266,6 +290,7 @@ class SandboxedExecute(Execute):
                 if self._cgroups.oom_killed() and self._record.stop and self._record.stop["kind"] == "crash":
                     self._record.stop["message"] += " (out of memory: the sandbox's memory limit was reached)"
                 self._cgroups.remove()
+            self._folder_done.set()
             shutil.rmtree(self._run_dir, ignore_errors=True)
             if self.record_dir:
                 write_run_record(self.record_dir, self._record)
@@ -475,6 +500,26 @@ class SandboxedExecute(Execute):
         err.traceback = [f"autograde: test cell line {line}", f"{ename}: {evalue[:ERROR_TEXT_CHARS]}"]
         return err
 
+    def _watch_folder(self):
+        """Files are capped one by one (RLIMIT_FSIZE) and /tmp is a bounded tmpfs; the kernel's copy of the
+        student's folder lies on the host's disk, so a thread adds it up every FOLDER_POLL_SECONDS and stops the
+        kernel past `folder_bytes` (a cell that wrote 2,000 MB of files there in 3.8 s was not stopped before)."""
+        scratch = self._run_dir / "work"
+        if not self.use_sandbox or not scratch.is_dir():
+            return
+
+        def watch():
+            while not self._folder_done.wait(FOLDER_POLL_SECONDS):
+                if _folder_size(scratch) > self.folder_bytes:
+                    self._folder_full = (
+                        f"the kernel wrote more than {self.folder_bytes // MiB} MB into its folder while running "
+                        f"cell {self._current}; it was stopped"
+                    )
+                    self._kill_kernel()
+                    return
+
+        threading.Thread(target=watch, daemon=True).start()
+
     def _alive(self):
         proc = getattr(getattr(self.km, "provisioner", None), "process", None)
         return proc is None or proc.poll() is None
@@ -672,7 +717,8 @@ class SandboxedExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            self._stop("crash", index, f"the kernel died while running cell {index}{self._exit_cause()}")
+            cause = self._folder_full or f"the kernel died while running cell {index}{self._exit_cause()}"
+            self._stop("crash", index, cause)
             cell.outputs.append(_error_output("DeadKernelError", self._stopped))
         except CellTimeoutError:
             self._stop(

@@ -54,12 +54,12 @@ def test_the_class_finishes_and_writes_its_grades(two_at_a_time):
     assert seconds < len(expect) * (NOTEBOOK_TIMEOUT + 30) / 2, f"{seconds:.0f} s for {len(expect)} submissions"
 
 
-@pytest.mark.parametrize("student", [*boundary.RIDGE, "correct"])
+@pytest.mark.parametrize("student", [*boundary.RIDGE, "disk", "correct"])
 def test_a_stalling_or_flooding_function_costs_its_own_cell(two_at_a_time, student):
     expect, _, rows, _ = two_at_a_time
     total = rows[student]["total"]
     assert (float(total["score"]), total["status"]) == (expect[student].score, expect[student].status), total
-    if student != "correct":
+    if student in boundary.RIDGE:
         ridge = rows[student][RIDGE_PART]
         assert float(ridge["score"]) == 1, ridge  # the judged cell lost; its bad-input cell still graded
 
@@ -68,6 +68,11 @@ def test_the_learner_reads_why(two_at_a_time, tmp_path):
     _, _, rows, _ = two_at_a_time
     assert "was still running after 20 s" in rows["stall"]["total"]["detail"], rows["stall"]["total"]
     assert "printed more than 8 MB" in rows["flood"]["total"]["detail"], rows["flood"]["total"]
+
+
+def test_a_kernel_that_fills_its_folder_is_stopped(two_at_a_time):
+    _, _, rows, _ = two_at_a_time
+    assert "wrote more than 512 MB into its folder" in rows["disk"]["total"]["detail"], rows["disk"]["total"]
 
 
 def test_a_deaf_kernel_is_started_again_and_the_notebook_goes_on(two_at_a_time):

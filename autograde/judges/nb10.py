@@ -26,6 +26,7 @@ from autograde.judge import (
     ndarray,
     noisy,
     nonfinite,
+    number_of,
     tensor,
     tiny_llama,
     value_errors,
@@ -786,9 +787,12 @@ def test_gate_k_best_k(probe, rng):
 
 def test_gate_k(probe, rng):
     rule = "rule: 0 when the state does not fit in memory with the draft"
-    for answer, fits, _ in _gated(probe, rng):
+    on = "rule: only then, or where speculation does not pay: a state that fits and pays gets a k of 1 or more"
+    for answer, fits, want in _gated(probe, rng):
         if not fits and value_of(answer, rule) != 0:
             raise Broken(rule, describe(answer))
+        if fits and want >= 1 and not number_of(answer, on) >= 1:  # its value is test_gate_k_best_k's rule
+            raise Broken(on, describe(answer))
     names = _given()
     l8, h100 = build(L8, names), build(H100, names)
     B = int(rng.integers(4, 16))

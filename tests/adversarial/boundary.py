@@ -8,7 +8,8 @@ probe's own limits:
 - ``stall``: prints a dot every half second and never returns, catching every interrupt;
 - ``flood``: prints a megabyte at a time, without end (an interrupt stops it);
 - ``hang``: never returns and prints nothing (an interrupt stops it);
-- ``silent``: never returns and prints nothing, catching every interrupt.
+- ``silent``: never returns and prints nothing, catching every interrupt;
+- ``disk``: a cell of its own (no probe) writes 2,000 files of 1 MB into its folder: the kernel is stopped.
 
 Each must cost its own judged cell and nothing else: the rest of the notebook is graded, the class goes on,
 the grades file is written.
@@ -18,7 +19,16 @@ from pathlib import Path
 
 import nbformat
 
-from adversarial.cases import A, Expect, correct_trimmed, released, solution_answers, trimmed, with_answers
+from adversarial.cases import (
+    A,
+    Expect,
+    correct_trimmed,
+    insert_after,
+    released,
+    solution_answers,
+    trimmed,
+    with_answers,
+)
 
 FULL = 9.0
 
@@ -68,6 +78,13 @@ RIDGE = {
 }
 
 
+DISK = """block = b"x" * 2**20
+for j in range(2000):   # 2,000 files of 1 MB: each under the file-size limit, all of them far over the folder's
+    with open(f"junk_{j}.bin", "wb") as fh:
+        fh.write(block)
+"""
+
+
 def build(dest, only=None):
     """One folder per student under `dest` (those of `only`, and the correct one); returns {student: Expect}."""
     dest = Path(dest)
@@ -81,6 +98,11 @@ def build(dest, only=None):
         d.mkdir(parents=True)
         nbformat.write(with_answers(trimmed(released()), answers), str(d / f"{A}.ipynb"))
         expect[student] = Expect(FULL - 1, "timeout", what=f"ridge_point {student}s when a probe calls it")
+    if only is None or "disk" in only:  # a student's own cell, not a probe: the folder on the host is capped
+        d = dest / "disk"
+        d.mkdir(parents=True)
+        nbformat.write(insert_after(correct_trimmed(), "test_weight_bytes_bad_input", DISK), str(d / f"{A}.ipynb"))
+        expect["disk"] = Expect(3, "crash", what="a cell writes 2,000 MB of files into its folder")
     d = dest / "correct"
     d.mkdir(parents=True)
     nbformat.write(correct_trimmed(), str(d / f"{A}.ipynb"))
