@@ -359,3 +359,39 @@ def test_an_answer_that_crashes_a_judge_fails_its_cell_and_the_notebook_goes_on(
     judge_events = [e for e in ex._record.events if e["kind"] == "judge"]
     assert len(judge_events) == 1 and "crashing raised OverflowError: cannot convert" in judge_events[0]["message"]
     assert ex._record.stop is None
+
+
+def test_kernels_started_side_by_side_all_start_and_each_answers_its_own_cells():
+    """Issue 77 (a grading `error` 0.5 s into a run while other kernels started): kernels now talk over Unix
+    sockets in their own run folder, so there is no free-port pick to race on. Six executors start their kernels at
+    once from six threads, on this machine's cores, and every one runs its notebook and gets back its own output."""
+    import threading
+
+    import nbformat
+
+    from autograde.executor import SandboxedExecute
+
+    n, results, errors = 6, {}, []
+    start = threading.Barrier(n)
+
+    def grade(i):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"import os\nprint({i}, os.getpid())")]
+        ex = SandboxedExecute(use_sandbox=False, guard=False, timeout=60, notebook_timeout=120, threads=1)
+        try:
+            start.wait()
+            out, _ = ex.preprocess(nb, {"metadata": {"path": "/tmp"}})
+            results[i] = out.cells[0].outputs[0]["text"].split()
+            assert ex._record.stop is None, ex._record.stop
+        except Exception as e:  # noqa: BLE001  (reported below, with the kernel that failed)
+            errors.append(f"kernel {i}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=grade, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert sorted(results) == list(range(n))
+    assert all(out[0] == str(i) for i, out in results.items()), results
+    assert len({out[1] for out in results.values()}) == n, f"two executors shared a kernel: {results}"

@@ -3452,3 +3452,28 @@ def test_a_stub_that_raises_valueerror_on_everything_earns_no_cell(prefix):
                 continue
             earned.append(grade_id)
     assert not earned, f"{prefix}: a stub that raises ValueError on everything passes {earned}"
+
+
+SHAPES_ONLY_09 = {
+    "tree_mask": '''
+def tree_mask(parents, prefix_len):
+    n = len(parents)
+    return torch.zeros((n, prefix_len + n), dtype=torch.bool), torch.zeros(n, dtype=torch.long)
+''',
+    "verify_tree_greedy": '''
+def verify_tree_greedy(parents, tokens, target_next):
+    return [], 0
+''',
+}
+
+
+@pytest.mark.parametrize("part", sorted(SHAPES_ONLY_09))
+def test_an_answer_of_the_right_types_only_earns_nothing_in_09(part):
+    """Issue 77: zeros of the right shape from `tree_mask` and `([], 0)` from `verify_tree_greedy` earned their
+    types cells (15 of 21 where 13 is fair). The types cells now also check the values the contract fixes for any
+    tree, loosely (each row attends somewhere, positions past the sequence; a chain from the root, a bonus among
+    target_next's ids), so these answers earn no cell of their part."""
+    cells = {grade_id for grade_id, _ in part_test_cells("09", part)}
+    failing = {f.grade_id for f in run_part("09", part, SHAPES_ONLY_09[part])}
+    assert f"test_{part}_types" in cells
+    assert failing == cells, f"09 {part}: an answer of the right types only passes {sorted(cells - failing)}"

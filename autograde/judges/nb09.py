@@ -413,6 +413,16 @@ def test_tree_mask_positions(probe, rng):
     )
 
 
+SEES = "rule: every node attends somewhere and sits past the sequence's last token (position_ids >= prefix_len - 1)"
+
+
+def _plausible_mask(mask, positions, L):
+    """The values the contract fixes whatever the tree: each row has a True, each position is past the sequence.
+    Loose on purpose (an off-by-one position passes): the exact values are the other two cells' rules, so a slip
+    there costs those cells only; an answer of zeros of the right shape fails here."""
+    return all(any(row) for row in mask) and all(pos >= L - 1 for pos in positions)
+
+
 def test_tree_mask_types(probe, rng):
     shape = "rule: mask is a bool tensor of shape (N, prefix_len + N)"
     longs = "rule: position_ids is a LongTensor, prefix_len - 1 + depth(i) (other trees)"
@@ -424,6 +434,8 @@ def test_tree_mask_types(probe, rng):
             raise Broken(shape, describe(answer))
         if not (isinstance(p, Tensor) and p.kind == "torch" and p.dtype == "int64" and p.shape == (N,)):
             raise Broken(longs, describe(answer))
+        if not _plausible_mask(m.values, p.values, L):
+            raise AssertionError(SEES)
     empty = "rule: an empty tree gives a (0, prefix_len) mask and no positions"
     L = int(rng.integers(1, 9))
     got = value_of(probe(MASK, [], L), empty)
@@ -540,10 +552,16 @@ def test_verify_tree_greedy_edges(probe, rng):
             raise Broken(rule, describe(answer))
 
 
+CHAIN = "rule: path is a chain of the tree from the root and bonus one of target_next's ids"
+
+
 def test_verify_tree_greedy_types(probe, rng):
     rule = "rule: path holds plain ints and bonus is a plain int"
-    for answer, *_ in _walked(probe, rng):
-        _plain_walk(answer, rule)
+    for answer, par, _, nxt in _walked(probe, rng):
+        path, bonus = _plain_walk(answer, rule)
+        # Loose on purpose: which chain and which id are test_verify_tree_greedy's rules; `([], 0)` fails here.
+        if not (bonus in nxt and all(0 <= i < len(par) and par[i] == a for i, a in zip(path, [-1] + path))):
+            raise AssertionError(CHAIN)
 
 
 def test_verify_tree_greedy_bad_input(probe, rng):
