@@ -17,7 +17,7 @@ from pathlib import Path
 from autograde import REPO, assignments, cache_dir, grading_sources, pipeline, sandbox, scan
 from autograde.assignment import identify, load_assignment, points_text, source_notebook
 from autograde.course import Course
-from autograde.explain import explain
+from autograde.explain import calls_between, explain, upstream_failures
 from autograde.notebook_io import read_json_notebook, released_notebook
 from autograde.outcomes import audit_verdict
 from autograde.workspace import resolve_notebook
@@ -43,6 +43,10 @@ def _prepared_gradebook(course, name):
         shutil.copyfile(target, cached)
     except OSError:
         pass
+
+
+def _text(source):
+    return "".join(source) if isinstance(source, list) else str(source)
 
 
 def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quick=True, measure=False, out=sys.stdout):
@@ -106,18 +110,26 @@ def check(path, *, sandboxed=None, cell_timeout=None, notebook_timeout=600, quic
         scores = {gid: score for gid, (score, _, _) in graded.scores.items()}
         timeout_s = course.config.Execute.get("timeout", 30)
         total = 0.0
+        calls = calls_between(
+            [_text(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code"],
+            [f for part in assignment.parts for f in part.functions],
+        )
         for part in assignment.parts:
             got = sum(scores.get(t.grade_id, 0.0) for t in part.tests)
             total += got
             title = f"{part.label} ({points_text(part.points)}): {part.title}" if part.title else part.label
             print(f"{title} {'.' * max(3, 60 - len(title))} {got:g}/{part.points:g}", file=out)
-            failed = [(t, results[t.grade_id]) for t in part.tests if not results[t.grade_id].passed]
-            if not failed:
-                continue
-            test, outcome = failed[0]
-            said = explain(test, outcome, part, timeout_s=timeout_s, parts=assignment.parts)
-            print(f"  x {test.grade_id} ({test.what}){said.where}", file=out)
-            print(f"    hint: {said.hint}", file=out)
+            hints = set()  # every failing test with its rule; a hint said once per part
+            for test in part.tests:
+                outcome = results[test.grade_id]
+                if outcome.passed:
+                    continue
+                upstream = upstream_failures(test, part, assignment.parts, calls, results)
+                said = explain(test, outcome, part, timeout_s=timeout_s, parts=assignment.parts, upstream=upstream)
+                print(f"  x {test.grade_id} ({test.what}){said.where}", file=out)
+                if said.hint not in hints:
+                    hints.add(said.hint)
+                    print(f"    hint: {said.hint}", file=out)
         stop = record.stop
         if stop:
             print(f"note: {stop['message']}", file=out)

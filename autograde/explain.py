@@ -34,15 +34,66 @@ def _called_elsewhere(test, part, parts):
     return out
 
 
-def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
+def functions_of(test, part):
+    """The functions of `part` that `test` checks: those its docstring opens with ("moe_speedup: ...") or its grade
+    id names (test_moe_speedup_bad_input), else every function of the part."""
+    if part is None:
+        return []
+    opens = [f for f in part.functions if re.match(rf"\s*{re.escape(f)}\b", test.what)]
+    named = [f for f in part.functions if re.match(rf"test_{re.escape(f)}(_|$)", test.grade_id)]
+    return opens or named or list(part.functions)
+
+
+def calls_between(sources, functions):
+    """{function: the other `functions` it calls}, read from the code cells' `sources` (the learner's own code: a
+    cell that does not parse is skipped), for the functions defined at a cell's top level."""
+    import ast
+
+    wanted, out = set(functions), {}
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in wanted:
+                called = {n.func.id for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+                out[node.name] = sorted((called & wanted) - {node.name})
+    return out
+
+
+def upstream_failures(test, part, parts, calls, results):
+    """[(function, part label, grade id, rule)]: the functions of other parts that the test's functions call, in the
+    learner's own code (`calls`, from calls_between; followed through), and whose own tests fail in `results`
+    ({grade_id: Outcome}), the furthest upstream first, each with its first failing test and that test's rule."""
+    owner = {f: p for p in parts for f in p.functions}
+    seen, order, todo = set(), [], list(functions_of(test, part))
+    while todo:
+        f = todo.pop(0)
+        for g in calls.get(f, []):
+            if g not in seen and owner.get(g) is not None and owner[g] is not part:
+                seen.add(g)
+                order.append(g)
+                todo.append(g)
+    found = []
+    for g in reversed(order):
+        p = owner[g]
+        failing = [t for t in p.tests if g in functions_of(t, p) and not results[t.grade_id].passed]
+        if failing:
+            found.append((g, p.label, failing[0].grade_id, results[failing[0].grade_id].rule))
+    return found
+
+
+def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=(), upstream=()):
     """The Explanation of `outcome` (autograde.outcomes.Outcome) of `test` (autograde.assignment.TestCell).
 
     part: the test's Part (its functions, label and worked example make the hint concrete); points: the
     test's score, shown in the summary when given; timeout_s: the cell time limit the hint names; parts: every
-    Part of the assignment (a part without code of its own names the earlier parts its test calls).
-    Raises ValueError for a kind that autograde.outcomes.KINDS does not list."""
+    Part of the assignment (a part without code of its own names the earlier parts its test calls); upstream:
+    upstream_failures(...), the failing functions of other parts that the test's own functions call, which the hint
+    names first. Raises ValueError for a kind that autograde.outcomes.KINDS does not list."""
     pts = f" ({points:g}/{points_text(test.points)})" if points is not None else ""
-    fns = ", ".join(f"{f}()" for f in (part.functions if part else [])) or "your code"
+    fns = ", ".join(f"{f}()" for f in functions_of(test, part)) or "your code"
     label = part.label if part else "this part"
     example = f"\n          Worked example: {part.example}" if part and part.example else ""
     kind = outcome.kind
@@ -142,4 +193,10 @@ def explain(test, outcome, part=None, *, points=None, timeout_s=None, parts=()):
         hint = f"the visible check failed: {outcome.evalue or '(no message)'}{example}"
     else:
         hint = f"{fns} raised {outcome.ename}: {outcome.evalue}{example}"
+    if upstream:
+        first = "; ".join(
+            f"{g}() ({label}) fails {grade_id}" + (f" (rule: {rule})" if rule else "")
+            for g, label, grade_id, rule in upstream
+        )
+        hint = f"first fix {first}: your {fns} calls it. Then: {hint}"
     return Explanation(summary, hint, where)

@@ -119,6 +119,20 @@ def answered(answers, rule=ANSWERS_VALID_INPUT):
         value_of(answer, rule)
 
 
+def own_numbers(answers):
+    """The learner's own upstream function's answers as floats, None for each that is not a number (it raised,
+    returned NaN or something else). A downstream judge prices with these besides its reference, so a slip
+    upstream costs the upstream cells only: the downstream answer passes when it is right on the reference or
+    on the learner's own upstream values (where the learner's downstream function must call its own)."""
+    out = []
+    for answer in answers:
+        try:
+            out.append(number_of(answer, ""))
+        except AssertionError:
+            out.append(None)
+    return out
+
+
 def describe(answer) -> str:
     """What came back from one probe, in a few words: "raised TypeError", "returned None", "returned a dict of 3
     keys", "returned a torch int64 tensor of shape (1, 40)". Never the values: only the kind of answer."""

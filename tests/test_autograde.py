@@ -202,7 +202,8 @@ def test_check_gives_the_untouched_notebook_zero_and_one_hint_per_part(tmp_path,
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "total: 0/9 points" in out, out
-    assert out.count("hint:") == 4, out
+    assert out.count("hint:") == 4, out  # one per part: the same hint is not said twice
+    assert out.count("\n  x test_") == 9, out  # every failing test of a part, not only the first (issue 78)
     for fn in ("weight_bytes", "ridge_point", "kv_bytes_per_token", "decode_step_seconds"):
         assert f"write {fn}()" in out, out
     assert "got = weight_bytes(cfg_8b)" in out  # the visible line that failed

@@ -280,3 +280,47 @@ def test_a_hint_never_says_the_learners_code_raised_what_the_tests_own_code_rais
     assert failure[0] == "ValueError" and not failure.by_test, failure  # raised in a C function g called
     failure, out, hint = _hint_when("def g(x):\n    return 'three' if x == 3 else x\n")
     assert failure[0] == "ValueError" and failure.by_test and "own check raised ValueError" in hint, hint
+
+
+# ------------------------------------------------------------------------------------- one slip, one function named
+def _two_parts():
+    """Part A: step(); Part B: speedup() and best(), each tested by its own cell (issue 78's shape: 12's B and C)."""
+    step = TestCell("test_step_bits", 1.0, '"""step: bits per weight."""\n')
+    speed = TestCell("test_speedup", 1.0, '"""speedup: the formula."""\n')
+    best = TestCell("test_best_bad_input", 1.0, '"""best: bad input."""\n')
+    return [Part("Part A", "", [step], ["step"]), Part("Part B", "", [speed, best], ["speedup", "best"])]
+
+
+def test_a_hint_names_only_the_function_its_test_checks():
+    from autograde.explain import functions_of
+
+    a, b = _two_parts()
+    failed = Outcome("test_speedup", "failed", "AssertionError", region="hidden", rule="formula")
+    hint = explain(b.tests[0], failed, b, parts=[a, b]).hint
+    assert hint.startswith("speedup() breaks a rule") and "best()" not in hint, hint
+    assert functions_of(b.tests[1], b) == ["best"]  # from the grade id when the docstring does not say
+    assert functions_of(TestCell("test_other", 1.0, '"""both at once."""\n'), b) == ["speedup", "best"]
+
+
+def test_a_hint_names_the_failing_upstream_function_the_learners_code_calls_first():
+    from autograde.explain import calls_between, upstream_failures
+
+    a, b = _two_parts()
+    own = [
+        "def step(x):\n    return 2 * x\n",
+        "def speedup(x):\n    return helper(step(x))\n\ndef best(xs):\n    return max(xs, key=speedup)\n",
+        "def broken(:\n",  # a cell that does not parse is skipped
+    ]
+    calls = calls_between(own, ["step", "speedup", "best"])
+    assert calls == {"step": [], "speedup": ["step"], "best": []}  # speedup passed as a key is not a call
+    results = {
+        "test_step_bits": Outcome("test_step_bits", "failed", "AssertionError", region="hidden", rule="bits"),
+        "test_speedup": Outcome("test_speedup", "failed", "AssertionError", region="hidden", rule="formula"),
+        "test_best_bad_input": Outcome("test_best_bad_input", "passed"),
+    }
+    up = upstream_failures(b.tests[0], b, [a, b], calls, results)
+    assert up == [("step", "Part A", "test_step_bits", "bits")]
+    hint = explain(b.tests[0], results["test_speedup"], b, parts=[a, b], upstream=up).hint
+    assert hint.startswith("first fix step() (Part A) fails test_step_bits (rule: bits): your speedup() calls it"), hint
+    results["test_step_bits"] = Outcome("test_step_bits", "passed")
+    assert upstream_failures(b.tests[0], b, [a, b], calls, results) == []  # a passing upstream is not named

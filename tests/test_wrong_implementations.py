@@ -141,10 +141,16 @@ def judge_of(test):
 
 def run_part(prefix, part, source=None, first=None, stop_at_first_failure=False):
     """[(test cell, error)] for the test cells of `part` that raise, with `part`'s solution replaced by `source`."""
-    ns = namespace(prefix, {part: source} if source is not None else None)
-    cells = part_test_cells(prefix, part)
+    return run_parts(prefix, [part], {part: source} if source is not None else None, first, stop_at_first_failure)
+
+
+def run_parts(prefix, which, replaced=None, first=None, stop_at_first_failure=False, ns=None):
+    """[(test cell, error)] for the test cells of the parts `which` that raise, with the solutions of `replaced`
+    ({part: source}) replaced: one namespace, as the grader runs the notebook (or `ns`, built already)."""
+    ns = namespace(prefix, replaced) if ns is None else ns
+    cells = [cell for part in which for cell in part_test_cells(prefix, part)]
     if first is not None:
-        assert first in dict(cells), f"{prefix} {part}: no test cell {first}"
+        assert first in dict(cells), f"{prefix} {which}: no test cell {first}"
         cells = sorted(cells, key=lambda c: c[0] != first)
     failures = []
     for grade_id, cell_source in cells:
@@ -2816,6 +2822,14 @@ def test_a_gate_that_ignores_the_drafts_memory_is_told_the_memory_rule():
 ONE_RULE_SLIPS = [
     (
         '12',
+        'pays_most_and_stops',
+        'a speedup of exactly 1 counted as not paying (> 1, not >= 1)',
+        'paying = [b for b, s in zip(batches, speed) if s >= 1.0]',
+        'paying = [b for b, s in zip(batches, speed) if s > 1.0]',
+        {'test_pays_most_and_stops'},
+    ),
+    (
+        '12',
         'expected_experts',
         'r > E accepted (the formula goes negative)',
         'if r > E:',
@@ -3477,3 +3491,150 @@ def test_an_answer_of_the_right_types_only_earns_nothing_in_09(part):
     failing = {f.grade_id for f in run_part("09", part, SHAPES_ONLY_09[part])}
     assert f"test_{part}_types" in cells
     assert failing == cells, f"09 {part}: an answer of the right types only passes {sorted(cells - failing)}"
+
+
+# ---------------------------------------------------------------- one slip upstream costs its own part's cells only
+# Issue 78: a slip in a function that later parts call (12's expected_experts and moe_step_seconds, 07's step_seconds
+# and line_speedup, 08's speedup_from_times and best_k_for_batch) cost the later parts' points too (12 A's r M 9
+# points). A downstream judge now passes an answer that is right on the learner's own upstream values
+# (`autograde.judge.own_numbers`), and the visible checks downstream test the downstream rule only.
+UPSTREAM_SLIPS = [
+    # (notebook, part, the slip, (old, new) in the solution, the cells of its own part it fails)
+    (
+        "12",
+        "expected_experts",
+        "experts counted per token (r M, capped at E), not distinct",
+        ("return float(E * (1.0 - (1.0 - r / E) ** M))", "return float(min(E, r * M))"),
+        {"test_expected_experts", "test_expected_experts_distinct"},
+    ),
+    (
+        "12",
+        "moe_step_seconds",
+        "the KV cache read at the weights' bits",
+        (
+            'attention = roofline(batch * context * spec["kv_bytes_per_token"],',
+            'attention = roofline(batch * context * spec["kv_bytes_per_token"] * spec["dense_bits"] / spec["kv_bits"],',
+        ),
+        {"test_moe_step_seconds_bits"},
+    ),
+    (
+        "12",
+        "moe_step_seconds",
+        "dequantisation counted per token, not per weight read",
+        (
+            '2 * m * active + dequant(spec["expert_bits"]) * read',
+            '2 * m * active + m * dequant(spec["expert_bits"]) * read',
+        ),
+        {"test_moe_step_seconds_bits"},
+    ),
+    (
+        "12",
+        "moe_step_seconds",
+        "the datasheet peaks where the GPU's attained fractions are due",
+        (
+            "bw, flops, m = gpu.bandwidth_bytes_per_s * gpu.mbu, gpu.flops_per_s * gpu.mfu, batch * tokens",
+            "bw, flops, m = gpu.bandwidth_bytes_per_s, gpu.flops_per_s, batch * tokens",
+        ),
+        {"test_moe_step_seconds", "test_moe_step_seconds_bits", "test_moe_step_seconds_verify"},
+    ),
+    (
+        "12",
+        "moe_step_seconds",
+        "one token's experts read whatever the pass",
+        (
+            'expected_experts(spec["experts"], spec["experts_per_token"], m)',
+            'expected_experts(spec["experts"], spec["experts_per_token"], batch)',
+        ),
+        {"test_moe_step_seconds", "test_moe_step_seconds_bits", "test_moe_step_seconds_verify"},
+    ),
+    (
+        "12",
+        "moe_speedup",
+        "the verify pass over k tokens, not k + 1",
+        ("moe_step_seconds(spec, gpu, batch, context, k + 1)", "moe_step_seconds(spec, gpu, batch, context, k)"),
+        {"test_moe_speedup"},
+    ),
+    (
+        "07",
+        "line_speedup",
+        "the draft's per-token cost without the batch",
+        ("(c_round + c_token * batch * k + step(k + 1)))", "(c_round + c_token * k + step(k + 1)))"),
+        {"test_line_speedup"},
+    ),
+    (
+        "07",
+        "line_speedup",
+        "the verify at step(k), not step(k + 1)",
+        ("step(k + 1)))", "step(k)))"),
+        {"test_line_speedup"},
+    ),
+    (
+        "07",
+        "spec_speedup",
+        "the draft's first pass read as one token whatever first_draft_tokens says",
+        ("step_seconds(draft, dg, batch, context, tokens=first)", "step_seconds(draft, dg, batch, context)"),
+        {"test_spec_speedup_draft"},
+    ),
+    (
+        "08",
+        "speedup_from_times",
+        "the round and plain times swapped",
+        ("plain_step_s / round_s)", "round_s / plain_step_s)"),
+        {"test_speedup_from_times"},
+    ),
+    (
+        "08",
+        "best_k_for_batch",
+        "ties go to the largest k",
+        ("if value > best_value:", "if value >= best_value and k > 0:"),
+        {"test_best_k_for_batch"},
+    ),
+    (
+        "10",
+        "batched_accept",
+        "counts every matching draft, not the leading ones",
+        ("n_accepted = agree.cumprod(dim=1).sum(dim=1)", "n_accepted = agree.sum(dim=1)"),
+        {"test_batched_accept", "test_batched_accept_next_tokens"},
+    ),
+    (
+        "10",
+        "batched_accept",
+        "next token is always the bonus (last) position",
+        (".gather(1, n_accepted.view(-1, 1)).view(-1)", "[:, -1].clone()"),
+        {"test_batched_accept_next_tokens"},
+    ),
+]
+
+_SOLVED = {}
+
+
+def _slipped_failures(prefix, part, replacement):
+    """{grade_id: message} of the failing test cells of `part` and every later part, with `part`'s solution slipped:
+    the solution's namespace is built once per notebook and the slipped cell run into it (later functions call the
+    slipped one, as in the learner's kernel), then put back."""
+    if prefix not in _SOLVED:
+        _SOLVED[prefix] = namespace(prefix)
+    ns, source = _SOLVED[prefix], patched(prefix, part, replacement)
+    names = [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+    saved = {n: ns[n] for n in names}
+    exec(compile(source, f"{prefix}:{part}", "exec"), ns)
+    try:
+        later = parts(prefix)[parts(prefix).index(part) :]
+        return {f.grade_id: f.message for f in run_parts(prefix, later, ns=ns)}
+    finally:
+        ns.update(saved)
+
+
+@pytest.mark.parametrize("slip", UPSTREAM_SLIPS, ids=[f"{s[0]}-{s[1]}-{s[2][:40]}" for s in UPSTREAM_SLIPS])
+def test_an_upstream_slip_costs_its_own_cells_only_and_the_hint_names_its_function(slip):
+    from autograde.assignment import load_assignment
+    from autograde.explain import functions_of
+
+    prefix, part, what, replacement, own = slip
+    failing = _slipped_failures(prefix, part, replacement)
+    assert set(failing) == own, f"{prefix} {part}: '{what}' fails {sorted(failing)}, expected {sorted(own)} only"
+    assignment = load_assignment(NOTEBOOKS[prefix])
+    for grade_id in failing:  # check's hint names the function its test checks, not every function of the part
+        home = next(p for p in assignment.parts if grade_id in p.grade_ids)
+        test = next(t for t in home.tests if t.grade_id == grade_id)
+        assert functions_of(test, home) == [part], f"{grade_id}: the hint would name {functions_of(test, home)}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from autograde.judge import Broken, call, describe, item, named, number_of, value_errors, value_of
+from autograde.judge import Broken, call, describe, item, named, number_of, own_numbers, value_errors, value_of
 from autograde.judges import hardware, model_configs
 
 DEQUANT_FLOPS = 2.0  # per quantised weight read: a scale multiply and an add (int4/fp4 groups with a scale)
@@ -124,16 +124,15 @@ def _dequant(bits, spec):
     return DEQUANT_FLOPS if spec["dequant_flops"] is None else spec["dequant_flops"]
 
 
-def moe_terms(spec, gpu, batch, context, tokens=1):
-    """One forward pass's seconds by class: {"fixed", "dense", "experts", "attention"}."""
+def moe_terms(spec, gpu, batch, context, tokens=1, distinct=None):
+    """One forward pass's seconds by class: {"fixed", "dense", "experts", "attention"}. distinct: the experts a MoE
+    layer reads (default expected_experts(E, r, batch x tokens); a judge passes the learner's own value instead)."""
     n = getattr(gpu, "n_gpus", 1)
     bw, fl = gpu.bandwidth_bytes_per_s * gpu.mbu * n, gpu.flops_per_s * gpu.mfu * n
     M = batch * tokens
-    read = (
-        spec["moe_layers"]
-        * (expected_experts(spec["experts"], spec["experts_per_token"], M) + spec["shared_experts"])
-        * spec["expert_params"]
-    )
+    if distinct is None:
+        distinct = expected_experts(spec["experts"], spec["experts_per_token"], M)
+    read = spec["moe_layers"] * (distinct + spec["shared_experts"]) * spec["expert_params"]
     dense_w = spec["dense_params"] + spec["lm_head_params"]
     dense = max(
         dense_w * spec["dense_bits"] / 8 / bw, (2 * M * dense_w + _dequant(spec["dense_bits"], spec) * dense_w) / fl
@@ -153,8 +152,8 @@ def moe_terms(spec, gpu, batch, context, tokens=1):
     }
 
 
-def moe_step(spec, gpu, batch, context, tokens=1):
-    return sum(moe_terms(spec, gpu, batch, context, tokens).values())
+def moe_step(spec, gpu, batch, context, tokens=1, distinct=None):
+    return sum(moe_terms(spec, gpu, batch, context, tokens, distinct).values())
 
 
 def verify_ratio(spec, gpu, batch, context, k):
@@ -162,12 +161,13 @@ def verify_ratio(spec, gpu, batch, context, k):
     return moe_step(spec, gpu, batch, context, k + 1) / moe_step(spec, gpu, batch, context)
 
 
-def speedup(spec, gpu, batch, context, alpha, k, c):
+def speedup(spec, gpu, batch, context, alpha, k, c, steps=None):
     """Tokens per second against plain decoding: expected tokens per round x plain step / (k draft steps of c plain
-    steps each + the verify pass)."""
+    steps each + the verify pass). steps: (plain, verify) seconds (default the model's; a judge passes the learner's
+    own moe_step_seconds instead)."""
     e = sum(alpha**i for i in range(k + 1))
-    plain = moe_step(spec, gpu, batch, context)
-    return e * plain / (k * c * plain + moe_step(spec, gpu, batch, context, k + 1))
+    plain, verify = steps or (moe_step(spec, gpu, batch, context), moe_step(spec, gpu, batch, context, k + 1))
+    return e * plain / (k * c * plain + verify)
 
 
 def best_and_last_batch(spec, gpu, context, alpha, k, c, batches):
@@ -222,9 +222,9 @@ def _spec(rng, quantised=False):
             shared_experts=int(rng.integers(0, 2)),
         )
     bits = lambda: float(rng.choice([4.25, 4.5, 8.0, 16.0]))  # noqa: E731
-    spec = moe_spec(
+    spec = moe_spec(  # not quantised: every weight at 16 bits (a checkpoint's own 4-bit experts are the bits cell's)
         cfg,
-        expert_bits=bits() if quantised else None,
+        expert_bits=bits() if quantised else 16.0,
         dense_bits=bits() if quantised else 16.0,
         kv_bits=float(rng.choice([8.0, 16.0])) if quantised else 16.0,
         dequant_flops=float(rng.uniform(1.0, 4.0)),
@@ -340,14 +340,31 @@ def _steps(probe, rng, n, rule, quantised=False, tokens=None, batches=(1, 512), 
         t = int(rng.integers(1, 9)) if tokens is None else tokens(rng)
         cases.append((spec, recipe, gpu, int(rng.integers(*batches)), float(rng.integers(*contexts)), t))
     answers = probe.many(STEP, [((s, r, b, L), {"tokens": t}) for s, r, _, b, L, t in cases])
-    for (spec, _, gpu, b, L, t), answer in zip(cases, answers):
-        got = value_of(answer, rule)
-        if type(got) is not float:
+    got = []
+    for answer in answers:
+        got.append(value_of(answer, rule))
+        if type(got[-1]) is not float:
             raise Broken("rule: return a plain Python float", describe(answer))
-        if not _close(got, moe_step(spec, gpu, b, L, t)):
-            if spec["shared_experts"] and _close(got, moe_step(dict(spec, shared_experts=0), gpu, b, L, t)):
-                raise AssertionError(SHARED_RULE)
-            raise AssertionError(rule)
+    off = [j for j, (spec, _, gpu, b, L, t) in enumerate(cases) if not _close(got[j], moe_step(spec, gpu, b, L, t))]
+    # Part A's slip is Part A's: where the reference disagrees, the step priced with the learner's own
+    # expected_experts (which moe_step_seconds calls) also passes
+    own = own_numbers(
+        probe.many(
+            EXPERTS, [((cases[j][0]["experts"], cases[j][0]["experts_per_token"], _m(cases[j])), {}) for j in off]
+        )
+    )
+    for j, distinct in zip(off, own):
+        spec, _, gpu, b, L, t = cases[j]
+        if distinct is not None and _close(got[j], moe_step(spec, gpu, b, L, t, distinct)):
+            continue
+        if spec["shared_experts"] and _close(got[j], moe_step(dict(spec, shared_experts=0), gpu, b, L, t)):
+            raise AssertionError(SHARED_RULE)
+        raise AssertionError(rule)
+
+
+def _m(case):
+    """The routed tokens of a step case (spec, recipe, gpu, batch, context, tokens): batch x tokens."""
+    return case[3] * case[5]
 
 
 def test_moe_step_seconds(probe, rng):
@@ -432,12 +449,33 @@ def test_moe_speedup(probe, rng):
             )
         )
     answers = probe.many(SPEEDUP, [((s, r, b, L, a, k, c), {}) for s, r, _, b, L, a, k, c in cases])
-    for (spec, _, gpu, b, L, a, k, c), answer in zip(cases, answers):
-        got = value_of(answer, rule)
-        if type(got) is not float:
+    got = []
+    for answer in answers:
+        got.append(value_of(answer, rule))
+        if type(got[-1]) is not float:
             raise Broken("rule: return a plain Python float", describe(answer))
-        if not _close(got, speedup(spec, gpu, b, L, a, k, c)):
+    off = [
+        j
+        for j, (spec, _, gpu, b, L, a, k, c) in enumerate(cases)
+        if not _close(got[j], speedup(spec, gpu, b, L, a, k, c))
+    ]
+    # Part B's slip is Part B's: the learner's own moe_step_seconds (plain and verify), which moe_speedup calls
+    steps = _own_steps(probe, [cases[j] for j in off])
+    for j, own in zip(off, steps):
+        spec, _, gpu, b, L, a, k, c = cases[j]
+        if own is None or not _close(got[j], speedup(spec, gpu, b, L, a, k, c, own)):
             raise AssertionError(rule)
+
+
+def _own_steps(probe, cases):
+    """[(plain, verify) seconds of the learner's own moe_step_seconds, or None] for speedup cases (spec, recipe, gpu,
+    batch, context, alpha, k, c)."""
+    calls = []
+    for s, r, _, b, L, _, k, _ in cases:
+        calls += [((s, r, b, L), {}), ((s, r, b, L), {"tokens": k + 1})]
+    own = own_numbers(probe.many(STEP, calls))
+    pairs = zip(own[0::2], own[1::2])
+    return [None if plain is None or verify is None else (plain, verify) for plain, verify in pairs]
 
 
 def test_moe_speedup_bad_input(probe, rng):
@@ -466,25 +504,42 @@ def _pays(probe, rng, cases, best_rule, last_rule):
     the best batch and a speedup within 1e-9 of 1 at the last one left to either answer."""
     answers = probe.many(PAYS, [((s, r, L, a, k, c, bs), {}) for s, r, _, L, a, k, c, bs in cases])
     kind = "rule: return plain Python ints (None where no batch pays)"
+    got, off = [], []
     for (spec, _, gpu, L, a, k, c, bs), answer in zip(cases, answers):
-        got = value_of(answer, kind)
+        got.append(value_of(answer, kind))
         if not (
-            isinstance(got, (tuple, list))
-            and len(got) == 2
-            and type(got[0]) is int
-            and (got[1] is None or type(got[1]) is int)
+            isinstance(got[-1], (tuple, list))
+            and len(got[-1]) == 2
+            and type(got[-1][0]) is int
+            and (got[-1][1] is None or type(got[-1][1]) is int)
         ):
             raise Broken(kind, describe(answer))
-        speed = {b: speedup(spec, gpu, b, L, a, k, c) for b in set(bs)}
-        top = max(speed.values())
-        near = sorted(b for b, s in speed.items() if s >= top * (1 - 1e-9))
-        if got[0] not in near or (got[0] != near[0] and speed[near[0]] >= top * (1 - 1e-12)):
-            raise AssertionError(best_rule)
-        sure = [b for b, s in speed.items() if s >= 1 + 1e-9]
-        maybe = [b for b, s in speed.items() if abs(s - 1) < 1e-9]
-        want = max(sure) if sure else None
-        if got[1] != want and got[1] not in maybe:
-            raise AssertionError(last_rule)
+        if _broken(got[-1], {b: speedup(spec, gpu, b, L, a, k, c) for b in set(bs)}, best_rule, last_rule):
+            off.append(len(got) - 1)
+    # Part C's moe_speedup slip is that cell's: the learner's own speedups, which pays_most_and_stops calls, also pass
+    calls = [(j, b) for j in off for b in sorted(set(cases[j][-1]))]
+    own = own_numbers(probe.many(SPEEDUP, [(cases[j][:2] + (b,) + cases[j][3:7], {}) for j, b in calls]))
+    for j in off:
+        spec, _, gpu, L, a, k, c, bs = cases[j]
+        mine = {b: x for (i, b), x in zip(calls, own) if i == j}
+        broke = _broken(got[j], {b: speedup(spec, gpu, b, L, a, k, c) for b in set(bs)}, best_rule, last_rule)
+        if None in mine.values() or _broken(got[j], mine, best_rule, last_rule):
+            raise AssertionError(broke)
+
+
+def _broken(got, speed, best_rule, last_rule):
+    """The rule (best, last) an answer breaks against speedups {batch: speedup}, or None: a near-tie on the best
+    batch and a speedup within 1e-9 of 1 at the last one left to either answer."""
+    top = max(speed.values())
+    near = sorted(b for b, s in speed.items() if s >= top * (1 - 1e-9))
+    if got[0] not in near or (got[0] != near[0] and speed[near[0]] >= top * (1 - 1e-12)):
+        return best_rule
+    sure = [b for b, s in speed.items() if s >= 1 + 1e-9]
+    maybe = [b for b, s in speed.items() if abs(s - 1) < 1e-9]
+    want = max(sure) if sure else None
+    if got[1] != want and got[1] not in maybe:
+        return last_rule
+    return None
 
 
 def _batches(rng):
@@ -515,6 +570,16 @@ def test_pays_most_and_stops(probe, rng):
         "rule: best: the batch with the highest moe_speedup (the smallest on a tie)",
         "rule: last: the largest batch whose speedup is >= 1, None where none pays",
     )
+    # the boundary: a dense 16-bit twin at context 0, alpha 0 and c 0 verifies k + 1 tokens in exactly one plain
+    # step's time while every pass is memory-bound (small batches), so every speedup is exactly 1: it pays
+    recipe, _ = _gpu(rng)
+    bs = [1, 2, int(rng.integers(3, 5))]
+    got = value_of(
+        probe(PAYS, _twin(rng, 16.0), recipe, 0.0, 0.0, int(rng.integers(1, 4)), 0.0, bs),
+        "rule: last: the largest batch whose speedup is >= 1, None where none pays",
+    )
+    if not (isinstance(got, (tuple, list)) and len(got) == 2 and got[1] == max(bs)):
+        raise AssertionError("rule: last: the largest batch whose speedup is >= 1, None where none pays")
     spec = _spec(rng)
     recipe, _ = _gpu(rng)
     bad = [[], [0, 4], [2.5], [True, 2]]
