@@ -488,9 +488,9 @@ def _against_own(probe, checks, answers):
     off = []
     for (state, extra, rule), answer in zip(checks, answers):
         b, L, a, k, t, d, g = state
-        want = ref_speedup(b, L, a, k, t[1], d[1], g[1], **extra)
-        if not abs(number_of(answer, rule) - want) <= 1e-9 * want:
-            off.append((state, extra, rule, number_of(answer, rule)))
+        got, want = number_of(answer, rule), ref_speedup(b, L, a, k, t[1], d[1], g[1], **extra)
+        if not abs(got - want) <= 1e-9 * want:
+            off.append((state, extra, rule, got))
     own = _own_speedups(probe, [(state, extra) for state, extra, _, _ in off])
     for (_, _, rule, got), mine in zip(off, own):
         if mine is None or not abs(got - mine) <= 1e-9 * mine:
@@ -699,16 +699,15 @@ def test_break_even_batch(probe, rng):
         "SEARCH_LIMIT)"
     )
     got = [_pair(answer, batch_rule) for answer in answers[: len(cases)]]
-    off = [j for j, (L, a, k, t, d, g_) in enumerate(cases) if got[j] != ref_break_even(L, a, k, t[1], d[1], g_[1])]
+    want = [ref_break_even(L, a, k, t[1], d[1], g_[1]) for L, a, k, t, d, g_ in cases]
+    off = [j for j in range(len(cases)) if got[j] != want[j]]
     fine = _even_on_own(probe, [(cases[j], (), (), got[j]) for j in off])
     for j, ok in zip(off, fine):
-        L, a, k, t, d, g_ = cases[j]
-        want = ref_break_even(L, a, k, t[1], d[1], g_[1])
         if ok:
             continue
-        if got[j][0] != want[0]:
+        if got[j][0] != want[j][0]:
             raise AssertionError(batch_rule)
-        if bool(got[j][1]) != want[1]:
+        if bool(got[j][1]) != want[j][1]:
             raise AssertionError(limited_rule)
     rule = (
         "rule: the round's own terms and the step's (first_draft_tokens, c_round, sampler_passes, c_step) passed on "
